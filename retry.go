@@ -1,0 +1,454 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Policy says when and how [Do] retries. It is a plain value: build it once,
+// share it between any number of goroutines, and pass it to Do as an
+// [Option]. Do copies it and never changes it, so sharing needs no lock, as
+// long as the funcs and the Budget it holds are safe for concurrent use.
+//
+// The zero value is the default policy: 4 attempts, [Exponential]{} backoff
+// (100ms doubling to 10s, full jitter), [DefaultClassifier], no budget, no
+// limiter, no per-attempt timeout, and server delays honoured up to 5 minutes.
+// Each field's zero value is its default.
+type Policy struct {
+	// MaxAttempts counts all attempts, the first one included; 1 means no
+	// retries. 0 means 4. A negative value means no limit: the caller's
+	// context, the budget and the classifier still bound the loop.
+	MaxAttempts int
+
+	// Backoff gives the wait before each retry. nil means Exponential{}.
+	Backoff Backoff
+
+	// Rand supplies the uniform draw in [0, 1) that Backoff turns into a
+	// wait; Do calls it once for each failed attempt. nil means
+	// math/rand/v2's Float64. Set it to make a schedule reproducible in tests;
+	// if the Policy is shared, Rand must be safe for concurrent use (a
+	// seeded *rand.Rand is not).
+	Rand func() float64
+
+	// Classifier decides which errors are worth another attempt; Unknown
+	// retries. nil means DefaultClassifier. A Classifier replaces the
+	// default rules; to extend them, use Classifiers(mine, DefaultClassifier).
+	Classifier Classifier
+
+	// Budget, when set, must grant every retry (see Budget). nil means no
+	// budget: each call retries up to its own limits.
+	Budget Budget
+
+	// Limiter, when set, paces every attempt, retries included, through
+	// ReserveN on the call's one timer. A wait for the limiter also counts
+	// against the caller's deadline. nil means no pacing.
+	Limiter *rate.Limiter
+
+	// AttemptTimeout, when positive, bounds each attempt: fn's context ends
+	// at min(attempt start + AttemptTimeout, the caller's deadline). 0 means
+	// only the caller's context bounds an attempt.
+	AttemptTimeout time.Duration
+
+	// MinAttemptTime is the least time an attempt needs to be useful. Do
+	// starts no wait unless the attempt after it would begin at least
+	// MinAttemptTime before the caller's deadline. 0 means any time left
+	// will do.
+	MinAttemptTime time.Duration
+
+	// MaxRetryAfter is the longest server-requested delay (Retry-After) Do
+	// will honour; a longer one stops the call at once with ErrServerDelay.
+	// 0 means 5 minutes; a negative value means no ceiling (the caller's
+	// deadline still applies).
+	MaxRetryAfter time.Duration
+
+	// OnRetry, when set, is called before each wait, only when a retry will
+	// really happen (after every check, the budget's included), on the
+	// goroutine that called Do. Use it to log or count retries.
+	OnRetry func(RetryEvent)
+}
+
+// Option configures a call to [Do] or [DoValue]. Options apply in order.
+// A [Policy] (or a *Policy; nil means the zero Policy) is an Option, and a
+// later Policy replaces an earlier one whole: fields are never merged, so
+// what you pass is what runs. No Option means the zero Policy.
+type Option interface {
+	option()
+}
+
+func (Policy) option() {}
+
+// RetryEvent describes a retry that is about to happen; see Policy.OnRetry.
+type RetryEvent struct {
+	// Attempt is the 1-based number of the attempt that just failed.
+	Attempt int
+	// Err is that attempt's error, without any Permanent or Transient marker.
+	Err error
+	// Wait is the time until the next attempt starts: the backoff or server
+	// delay, or longer if the Limiter asks for it.
+	Wait time.Duration
+	// Elapsed is the time since the call started.
+	Elapsed time.Duration
+}
+
+// Defaults of the Policy fields.
+var defaultBackoff Backoff = Exponential{}
+
+const (
+	defaultMaxAttempts   = 4
+	defaultMaxRetryAfter = 5 * time.Minute
+)
+
+// Do calls fn until it succeeds or the policy says stop, waiting between
+// attempts, and returns nil or a [*Error]. fn receives the attempt's context:
+// the caller's ctx, or one bounded by Policy.AttemptTimeout.
+//
+// After a failed attempt Do stops, in this order, when: ctx is done or its
+// deadline has come (Reason is context.Cause(ctx)); the error is not
+// retryable (ErrNotRetryable); no attempts are left (ErrExhausted); the
+// server asked for a delay above MaxRetryAfter (ErrServerDelay); the next
+// attempt would not start, after the wait and any limiter delay, at least
+// MinAttemptTime before ctx's deadline (ErrNoTimeLeft); or the budget refuses
+// the retry (ErrBudgetExhausted). It never waits into the deadline, and a
+// wait is cut short when ctx ends. If ctx is done before the first attempt,
+// fn is never called. Whatever the reason, the returned *Error keeps the last
+// attempt's error.
+//
+// Do cannot know whether fn is safe to repeat: retry only idempotent work,
+// or work protected by an idempotency key. Do starts no goroutine, and a
+// panic in fn propagates unchanged. A nil ctx counts as context.Background()
+// and a nil fn gives an error.
+func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	return run(ctx, policyOf(opts), fn)
+}
+
+// DoValue is [Do] for a function that returns a value: it returns the value
+// of the attempt that succeeded, or the zero T and a [*Error].
+func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	var v T
+	if fn == nil {
+		return v, run(ctx, policyOf(opts), nil)
+	}
+	err := run(ctx, policyOf(opts), func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// policyOf applies the options in order. It is a type switch, not an
+// interface method taking *Policy, so that the policy stays on the stack.
+func policyOf(opts []Option) Policy {
+	var p Policy
+	for _, o := range opts {
+		switch o := o.(type) {
+		case Policy:
+			p = o
+		case *Policy:
+			p = Policy{}
+			if o != nil {
+				p = *o
+			}
+		}
+	}
+	return p
+}
+
+// run is the retry loop shared by Do and DoValue.
+func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if fn == nil {
+		return &Error{Reason: errNilFunc}
+	}
+	if ctx.Err() != nil {
+		return &Error{Reason: context.Cause(ctx)}
+	}
+	start := time.Now()
+	deadline, _ := ctx.Deadline()
+	c := call{start: start}
+	now := start
+
+	// The first attempt is paced by the limiter but never refused by the budget.
+	if p.Limiter != nil {
+		r := p.Limiter.ReserveN(now, 1)
+		if !r.OK() {
+			return c.stop(now, errLimiterBurst)
+		}
+		if d := r.DelayFrom(now); d > 0 {
+			if !fits(now, d, p.MinAttemptTime, deadline) {
+				r.CancelAt(now)
+				return c.stop(now, ErrNoTimeLeft)
+			}
+			if !c.sleep(ctx, d) {
+				r.CancelAt(time.Now())
+				return c.stop(time.Now(), stopCause(ctx))
+			}
+			now = time.Now()
+			if passed(ctx, now) {
+				return c.stop(now, stopCause(ctx))
+			}
+		}
+	}
+	if p.Budget != nil {
+		p.Budget.Deposit(now)
+	}
+
+	var prev time.Duration // the last scheduled wait, for Decorrelated
+	for {
+		c.attempts++
+		err := attempt(ctx, now, p.AttemptTimeout, deadline, fn)
+		if err == nil {
+			return nil
+		}
+		now = time.Now()
+		c.last = unmark(err)
+		c.unknown = c.unknown || outcomeUnknown(err)
+		if passed(ctx, now) {
+			return c.stop(now, stopCause(ctx))
+		}
+		u := rand.Float64
+		if p.Rand != nil {
+			u = p.Rand
+		}
+		wait, reason := Next(p, c.attempts, prev, err, now, deadline, u())
+		if reason != nil {
+			return c.stop(now, reason)
+		}
+		prev = wait
+
+		// A token freed while we wait for the backoff needs no second wait:
+		// the next attempt starts after max(wait, the limiter's delay).
+		var r *rate.Reservation
+		if p.Limiter != nil {
+			r = p.Limiter.ReserveN(now, 1)
+			if !r.OK() {
+				return c.stop(now, errLimiterBurst)
+			}
+			wait = max(wait, r.DelayFrom(now))
+			if !fits(now, wait, p.MinAttemptTime, deadline) {
+				r.CancelAt(now)
+				return c.stop(now, ErrNoTimeLeft)
+			}
+		}
+		// The budget is asked last, so a retry refused for any other reason
+		// costs no token.
+		if p.Budget != nil && !p.Budget.Withdraw(now) {
+			if r != nil {
+				r.CancelAt(now)
+			}
+			return c.stop(now, ErrBudgetExhausted)
+		}
+		if p.OnRetry != nil {
+			p.OnRetry(RetryEvent{Attempt: c.attempts, Err: c.last, Wait: wait, Elapsed: now.Sub(start)})
+		}
+		if wait > 0 {
+			if !c.sleep(ctx, wait) {
+				if r != nil {
+					r.CancelAt(time.Now())
+				}
+				return c.stop(time.Now(), stopCause(ctx))
+			}
+			now = time.Now()
+		}
+		if passed(ctx, now) {
+			return c.stop(now, stopCause(ctx))
+		}
+	}
+}
+
+// call is the state of one call to Do.
+type call struct {
+	start    time.Time
+	attempts int
+	last     error
+	unknown  bool
+	timer    *time.Timer // made on the first real wait, reused after
+}
+
+// attempt runs fn once, on a context bounded by timeout. The cancel is
+// deferred so that a panic in fn leaves no timer running.
+func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline time.Time, fn func(context.Context) error) error {
+	actx, cancel := attemptContext(ctx, now, timeout, deadline)
+	if cancel == nil {
+		return fn(ctx)
+	}
+	defer cancel()
+	return fn(actx)
+}
+
+// sleep waits d on the call's one timer and reports whether it ran out
+// before ctx ended.
+func (c *call) sleep(ctx context.Context, d time.Duration) bool {
+	if c.timer == nil {
+		c.timer = time.NewTimer(d)
+	} else {
+		c.timer.Reset(d)
+	}
+	select {
+	case <-c.timer.C:
+		return true
+	case <-ctx.Done():
+		c.timer.Stop()
+		return false
+	}
+}
+
+func (c *call) stop(now time.Time, reason error) *Error {
+	return &Error{
+		Attempts:       c.attempts,
+		Elapsed:        now.Sub(c.start),
+		Reason:         reason,
+		Last:           c.last,
+		OutcomeUnknown: c.unknown,
+	}
+}
+
+// Next is the decision Do takes after a failed attempt, as a pure function,
+// so that a queue worker can persist the next attempt's time instead of
+// sleeping. Do itself calls Next, so the two cannot drift.
+//
+// Given the policy, the 1-based attempt that just failed (below 1 counts as
+// 1), prev (the wait Next returned before that attempt; 0 after the first),
+// the attempt's error, the current time, the caller's deadline (zero for
+// none) and a uniform draw u in [0, 1), Next returns the wait before the next
+// attempt, or a stop reason: [ErrNotRetryable] if err is nil, marked
+// [Permanent] or classified Stop; [ErrExhausted] if no attempts are left;
+// [ErrServerDelay] if the server's requested delay is above MaxRetryAfter;
+// [ErrNoTimeLeft] if the next attempt would not start MinAttemptTime before
+// the deadline. The wait is max(backoff, server delay). On a stop the wait is 0.
+//
+// Next does not look at a context, and does not touch the Budget or the
+// Limiter, which hold state: a worker that uses them calls them itself.
+func Next(p Policy, attempt int, prev time.Duration, err error, now, deadline time.Time, u float64) (wait time.Duration, stop error) {
+	if err == nil || classify(p.Classifier, err) == Stop {
+		return 0, ErrNotRetryable
+	}
+	attempt = max(attempt, 1)
+	maxAttempts := p.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = defaultMaxAttempts
+	}
+	if maxAttempts > 0 && attempt >= maxAttempts {
+		return 0, ErrExhausted
+	}
+	b := p.Backoff
+	if b == nil {
+		b = defaultBackoff
+	}
+	wait = max(b.Delay(attempt, prev, u), 0)
+	if server := serverDelay(err); server > 0 {
+		ceiling := p.MaxRetryAfter
+		if ceiling == 0 {
+			ceiling = defaultMaxRetryAfter
+		}
+		if ceiling > 0 && server > ceiling {
+			return 0, ErrServerDelay
+		}
+		wait = max(wait, server)
+	}
+	if !fits(now, wait, p.MinAttemptTime, deadline) {
+		return 0, ErrNoTimeLeft
+	}
+	return wait, nil
+}
+
+// Error is the error Do returns when it stops without success. It keeps why
+// the loop stopped and the last attempt's error, and both are reachable
+// through errors.Is and errors.As:
+//
+//	errors.Is(err, retry.ErrBudgetExhausted) // why it stopped
+//	errors.Is(err, io.ErrUnexpectedEOF)      // what the last attempt returned
+type Error struct {
+	// Attempts is the number of attempts made; 0 if ctx was done first.
+	Attempts int
+	// Elapsed is the time from the start of the call until it stopped.
+	Elapsed time.Duration
+	// Reason says why the loop stopped: ErrExhausted, ErrNotRetryable,
+	// ErrBudgetExhausted, ErrServerDelay, ErrNoTimeLeft, or the caller's
+	// context.Cause(ctx).
+	Reason error
+	// Last is the last attempt's error, without any Permanent or Transient
+	// marker; nil if no attempt was made.
+	Last error
+	// OutcomeUnknown is true if any attempt ended in a way that leaves open
+	// whether it took effect: a timeout (the attempt's, the network's, or
+	// fn's own context.DeadlineExceeded), a reset or aborted connection, a
+	// broken pipe, or an unexpected EOF. Then the work may have been done even
+	// though Do failed: reconcile before doing it again by other means.
+	OutcomeUnknown bool
+}
+
+// Error returns a one-line summary such as "retry: gave up after 4 attempts
+// (attempts exhausted): connection reset by peer"; the text after the
+// parenthesis is the last error's own.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("retry: gave up ")
+	switch e.Attempts {
+	case 0:
+		b.WriteString("before the first attempt")
+	case 1:
+		b.WriteString("after 1 attempt")
+	default:
+		b.WriteString("after " + strconv.Itoa(e.Attempts) + " attempts")
+	}
+	if e.Reason != nil {
+		b.WriteString(" (" + strings.TrimPrefix(e.Reason.Error(), "retry: ") + ")")
+	}
+	if e.Last != nil {
+		b.WriteString(": " + e.Last.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the stop reason and the last error, those that are not nil.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	for _, err := range [...]error{e.Reason, e.Last} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// The reasons Do stops; see [Error.Reason].
+var (
+	// ErrExhausted means every attempt allowed by Policy.MaxAttempts failed.
+	ErrExhausted = errors.New("retry: attempts exhausted")
+	// ErrNotRetryable means the last error was marked Permanent or
+	// classified Stop.
+	ErrNotRetryable = errors.New("retry: error not retryable")
+	// ErrBudgetExhausted means the Policy's Budget refused the retry.
+	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
+	// ErrServerDelay means the server asked for a delay above
+	// Policy.MaxRetryAfter.
+	ErrServerDelay = errors.New("retry: server delay above MaxRetryAfter")
+	// ErrNoTimeLeft means the next attempt would not start, after its wait,
+	// at least Policy.MinAttemptTime before the caller's deadline, so Do
+	// stopped instead of sleeping into it. errors.Is(ErrNoTimeLeft,
+	// context.DeadlineExceeded) is true.
+	ErrNoTimeLeft error = noTimeLeft{}
+)
+
+type noTimeLeft struct{}
+
+func (noTimeLeft) Error() string        { return "retry: no time left before the deadline" }
+func (noTimeLeft) Is(target error) bool { return target == context.DeadlineExceeded }
+
+var (
+	errNilFunc      = errors.New("retry: nil function")
+	errLimiterBurst = errors.New("retry: Limiter's burst is 0: no attempt can ever start")
+)
