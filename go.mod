@@ -3,6 +3,12 @@ module github.com/seed93a044d1/retry
 go 1.25.0
 
 require (
-	github.com/stretchr/testify v1.11.1 // indirect
-	golang.org/x/time v0.15.0 // indirect
+	github.com/stretchr/testify v1.11.1
+	golang.org/x/time v0.15.0
+)
+
+require (
+	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
