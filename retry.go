@@ -377,7 +377,8 @@ type Error struct {
 	Elapsed time.Duration
 	// Reason says why the loop stopped: ErrExhausted, ErrNotRetryable,
 	// ErrBudgetExhausted, ErrServerDelay, ErrNoTimeLeft, or the caller's
-	// context.Cause(ctx).
+	// context.Cause(ctx). Bad input that makes any attempt impossible (a nil
+	// fn, a Limiter whose burst is 0) gives an error that says so.
 	Reason error
 	// Last is the last attempt's error, without any Permanent or Transient
 	// marker; nil if no attempt was made.

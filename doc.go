@@ -1,0 +1,187 @@
+// Package retry calls a function again when it fails for a reason that may
+// pass, and stops as soon as another attempt is pointless or unaffordable.
+//
+// It stops at once on errors that another attempt cannot fix (a cancelled
+// context, a bad certificate, most 4xx statuses) and retries the others. It
+// waits a capped exponential backoff with jitter between attempts, never
+// starts an attempt earlier than a server asked for (Retry-After), can share
+// a retry budget and a rate limiter between calls, and never waits past the
+// caller's deadline: when the next attempt could not start in time it stops
+// at once. The error it returns always keeps the last attempt's error.
+//
+// # Quick start
+//
+// [Do] calls fn until it succeeds or the [Policy] says stop. With no options
+// it makes at most 4 attempts, waits [Exponential]{} (100ms doubling up to
+// 10s, full jitter) between them, and retries what [DefaultClassifier] does
+// not rule out:
+//
+//	err := retry.Do(ctx, func(ctx context.Context) error {
+//		return client.Ping(ctx)
+//	})
+//
+// fn receives the attempt's context; use it for the work. [DoValue] returns
+// the value of the attempt that succeeded. A [Policy] is a plain value, so
+// one declared at package level serves every goroutine without locks:
+//
+//	var apiPolicy = retry.Policy{
+//		MaxAttempts:    5,
+//		Backoff:        retry.Exponential{Base: 500 * time.Millisecond, Cap: 30 * time.Second},
+//		Budget:         retry.NewBudget(0.1, 10),
+//		Limiter:        rate.NewLimiter(200, 20),
+//		AttemptTimeout: 2 * time.Second,
+//	}
+//
+//	user, err := retry.DoValue(ctx, func(ctx context.Context) (User, error) {
+//		return api.User(ctx, id)
+//	}, apiPolicy)
+//
+// Every field's zero value is its default. Options apply in order and a later
+// Policy replaces an earlier one whole: fields are never merged, so what you
+// pass is what runs.
+//
+// # Choosing delays
+//
+// A [Backoff] is a pure function from the retry number, the previous wait and
+// one uniform draw u in [0, 1) to the next wait. It holds no state, so one
+// value serves every call.
+//
+// [Exponential] is the default. Before retry n its ceiling is
+// min(Cap, Base * Multiplier^(n-1)); the zero value means Base 100ms, Cap 10s
+// and Multiplier 2, so the ceilings run 100ms, 200ms, 400ms, ... 6.4s, 10s,
+// 10s. The cap applies before jitter, so no wait ever exceeds Cap. The
+// [Jitter] draws the wait from the ceiling c:
+//
+//   - [FullJitter] (the zero value) waits anywhere in [0, c): it spreads
+//     clients that failed together best.
+//   - [EqualJitter] waits in [c/2, c): every retry keeps at least half of the
+//     exponential wait.
+//   - [NoJitter] waits exactly c; use it only when a single client talks to
+//     the dependency.
+//
+// [Decorrelated] draws each wait from the previous one,
+// min(Cap, Base + u*(3*prev - Base)), with the same 100ms and 10s defaults.
+// [Constant] waits the same time before every retry, without jitter: for
+// polling, and for tests. Constant(0) retries at once.
+//
+// [Policy].MaxAttempts counts every attempt, the first one included: 1 means
+// no retry, 0 means 4, and a negative value means no count limit (the context
+// still bounds the loop). Policy.Rand supplies u; it defaults to
+// [math/rand/v2.Float64].
+//
+// # Which errors are retried
+//
+// After a failed attempt Do first stops if the caller's context is done.
+// Then [Permanent] and [Transient] markers decide, whatever the classifier
+// says (the outermost marker wins, and errors.Is still reaches the marked
+// error). Otherwise Policy.Classifier decides, [DefaultClassifier] when nil:
+//
+//   - context.Canceled from fn stops; context.DeadlineExceeded from fn (an
+//     attempt's own timeout) retries.
+//   - TLS and certificate verification errors, and DNS "no such host", stop.
+//   - A [*ResponseError] (see [CheckResponse]) with status 408, 429, 500,
+//     502, 503 or 504 retries; 501 and any other 4xx stop; other 5xx are
+//     Unknown.
+//   - Connection reset, refused or aborted, a broken pipe,
+//     io.ErrUnexpectedEOF and network timeouts retry.
+//   - Anything else is [Unknown].
+//
+// Unknown means retry, as in most Go retry packages. A Classifier replaces
+// the default rules; [Classifiers] composes several, the first with an
+// opinion answering, so a policy can extend the defaults and end with a
+// classifier that says [Stop] to retry only what it knows:
+//
+//	retry.Classifiers(mine, retry.DefaultClassifier, func(error) retry.Decision { return retry.Stop })
+//
+// Do cannot know whether fn is safe to repeat. Whether work is idempotent is
+// the caller's decision: retry only work that is, or work protected by an
+// idempotency key.
+//
+// # Deadlines
+//
+// The caller's context bounds everything: no attempt starts after it is
+// done, and a wait ends when it does. Before every wait, the limiter's wait
+// for the first attempt included, Do checks that the next attempt would start
+// at least [Policy].MinAttemptTime (default 0) strictly before the deadline.
+// If not, it stops at once with [ErrNoTimeLeft] instead of sleeping into the
+// deadline. [errors.Is](ErrNoTimeLeft, [context.DeadlineExceeded]) is true, so
+// one check covers both ways of running out of time.
+//
+// Policy.AttemptTimeout bounds each attempt: fn's context ends at the
+// earlier of the attempt's start plus AttemptTimeout and the caller's
+// deadline. When both end together, the caller's context wins and Do stops.
+//
+// # Budgets and limiters
+//
+// When a dependency fails for everyone, retries multiply its load. A
+// [Budget] shared by every call to the same dependency caps that: each call
+// deposits once, each retry must withdraw, and a refused retry stops the call
+// at once with [ErrBudgetExhausted]. The first attempt is never refused.
+// [NewBudget](0.1, 10) allows retries for about 10% of calls, plus 10 retries
+// per second so that quiet callers can still retry. It starts empty, and
+// its bucket is lock-free. Make it once and share it through the Policy: a
+// budget made for each call would limit nothing.
+//
+// Policy.Limiter, a [golang.org/x/time/rate.Limiter], paces every attempt,
+// the first and the retries alike. Its wait runs on the same timer as the
+// backoff: the next attempt starts after the longer of the two, and that time
+// too must fit before the deadline.
+//
+// # Server-requested delays
+//
+// An error can carry the delay a server asked for: [CheckResponse] turns an
+// HTTP response into a [*ResponseError] that reads Retry-After (seconds or an
+// HTTP-date, see [ParseRetryAfter]) and the retry-after-ms headers, and
+// [RetryAfter] attaches a delay to any error. Do then waits the longer of
+// the backoff and that delay: it never retries earlier than asked, and never
+// clamps the delay. A delay above [Policy].MaxRetryAfter (default 5 minutes)
+// stops the call at once with [ErrServerDelay]; one that would pass the
+// deadline stops it with ErrNoTimeLeft.
+//
+// # Errors
+//
+// Every failure is an [*Error]. Its Reason says why Do stopped:
+// [ErrExhausted], [ErrNotRetryable], [ErrBudgetExhausted], [ErrServerDelay],
+// [ErrNoTimeLeft], or the caller's context.Cause(ctx). Its Last holds the last
+// attempt's error, whatever the reason, a cancelled or expired context
+// included; it is nil only if no attempt was made.
+// Both are reachable with errors.Is and errors.As:
+//
+//	if errors.Is(err, retry.ErrBudgetExhausted) { ... } // why it stopped
+//	if errors.Is(err, io.ErrUnexpectedEOF) { ... }      // what the last attempt returned
+//	var re *retry.Error
+//	if errors.As(err, &re) && re.OutcomeUnknown { ... }
+//
+// OutcomeUnknown is true when any attempt ended in a way that leaves open
+// whether it took effect (a timeout, a reset or aborted connection, a broken
+// pipe, an unexpected EOF): the work may have been done although Do failed.
+//
+// # Durable work
+//
+// A queue worker should not sleep for minutes between attempts of a job. [Next]
+// is the decision Do takes after a failed attempt, as a pure function: given
+// the policy, the attempt number, the previous wait, the error, the time, the
+// job's deadline and a draw u, it returns the wait before the next attempt
+// or a stop reason. The worker stores now+wait with the job and runs it
+// again then. Next does not touch the Budget or the Limiter; a worker that
+// uses them calls them itself.
+//
+// # Testing code that retries
+//
+// Do reads the time with [time.Now] and waits on a [time.Timer], so inside a
+// [testing/synctest] bubble its waits cost no real time and elapsed times are
+// exact:
+//
+//	func TestFetchRetries(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			start := time.Now()
+//			err := retry.Do(t.Context(), flakyTwice, retry.Policy{Backoff: retry.Constant(10 * time.Second)})
+//			// err is nil and time.Since(start) is exactly 20s, in microseconds of real time.
+//		})
+//	}
+//
+// To check a jittered schedule, seed Policy.Rand (with a source of its own
+// for each test: a *rand.Rand is not safe for concurrent use), or call
+// Backoff.Delay with chosen u values. Outside a bubble, Constant(0) makes a
+// test that retries run at once.
+package retry
