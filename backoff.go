@@ -74,7 +74,8 @@ func (e Exponential) ceiling(n int) time.Duration {
 	if !(c < float64(limit)) { // also catches +Inf
 		return limit
 	}
-	return time.Duration(c)
+	// float64(base) rounds a Base above 2^53ns; Base*m^k is never below Base.
+	return max(time.Duration(c), base)
 }
 
 // Constant is a backoff that always waits the same time, without jitter: for

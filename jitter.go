@@ -102,5 +102,6 @@ func (d Decorrelated) Delay(_ int, prev time.Duration, u float64) time.Duration 
 	if !(x < float64(limit)) {
 		return limit
 	}
-	return time.Duration(x)
+	// float64(base) rounds a Base above 2^53ns; no wait is below Base.
+	return max(time.Duration(x), base)
 }
