@@ -18,9 +18,14 @@ import (
 // IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete RFC 850 form
 // ("Sunday, 06-Nov-94 08:49:37 GMT", whose two-digit year is read as RFC 9110
 // says: not more than 50 years ahead of now) and ANSI C asctime ("Sun Nov  6
-// 08:49:37 1994"). A date must be in GMT. A date at or before now gives 0. A
-// number of seconds too large for a time.Duration gives the largest one: it
-// saturates instead of wrapping. Anything else gives ok == false.
+// 08:49:37 1994"). A date is read as RFC 9110's grammar spells it: names are
+// case-sensitive, each numeric field has its fixed width, and the zone must be
+// "GMT" (asctime has none and is read as GMT); a leap second (:60) is
+// accepted, and a day name that does not match the date is not an error. A
+// date at or before now gives 0. Only the instant of now matters, not its
+// location or monotonic clock reading. A number of seconds too large for a
+// time.Duration gives the largest one: it saturates instead of wrapping.
+// Anything else gives ok == false.
 func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	value = strings.Trim(value, " \t")
 	if secs, ok := parseDigits(value); ok {
@@ -62,34 +67,133 @@ func saturatingMul(n int64, unit time.Duration) time.Duration {
 	return time.Duration(n) * unit
 }
 
-// parseHTTPDate parses the three HTTP-date forms of RFC 9110, section 5.6.7,
-// in GMT only.
+// parseHTTPDate parses an HTTP-date (RFC 9110, section 5.6.7) in any of its
+// three forms, exactly as the grammar spells them: names are case-sensitive,
+// every numeric field has its fixed width, separators are single, and the
+// zone is the literal "GMT" (asctime has none and is read as GMT). A second
+// of 60 (a leap second, which the grammar allows) counts as the next
+// minute's first. The day name is checked but not compared with the date,
+// which carries the meaning.
+//
+// It does not use time.Parse, which is lenient where the grammar is not: it
+// takes names in any case, one or two digits for an hour, runs of spaces,
+// fractional seconds, and a sign in a two-digit year.
 func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
-	if t, err := time.Parse(http.TimeFormat, s); err == nil {
-		return t, true
-	}
-	if strings.HasSuffix(s, " GMT") {
-		if t, err := time.Parse(time.RFC850, s); err == nil {
-			return fixTwoDigitYear(t, now), true
+	var dd, mm, yy, clock string // the fields, still text
+	switch {
+	case len(s) == len("Sun, 06 Nov 1994 08:49:37 GMT") && s[3] == ',':
+		// IMF-fixdate = day-name "," SP 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"
+		if !isDayName(s[:3], shortDayNames[:]) || s[3:5] != ", " || s[7] != ' ' || s[11] != ' ' ||
+			s[16] != ' ' || s[25:] != " GMT" {
+			return time.Time{}, false
 		}
+		dd, mm, yy, clock = s[5:7], s[8:11], s[12:16], s[17:25]
+	case len(s) == len("Sun Nov  6 08:49:37 1994"):
+		// asctime-date = day-name SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time-of-day SP 4DIGIT
+		if !isDayName(s[:3], shortDayNames[:]) || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' || s[19] != ' ' {
+			return time.Time{}, false
+		}
+		dd, mm, yy, clock = s[8:10], s[4:7], s[20:24], s[11:19]
+		if dd[0] == ' ' {
+			dd = dd[1:]
+		}
+	default:
+		// rfc850-date = day-name-l "," SP 2DIGIT "-" month "-" 2DIGIT SP time-of-day SP "GMT"
+		i := strings.IndexByte(s, ',')
+		if i < 0 || !isDayName(s[:i], longDayNames[:]) {
+			return time.Time{}, false
+		}
+		r := s[i:]
+		if len(r) != len(", 06-Nov-94 08:49:37 GMT") || r[:2] != ", " || r[4] != '-' || r[8] != '-' ||
+			r[11] != ' ' || r[20:] != " GMT" {
+			return time.Time{}, false
+		}
+		dd, mm, yy, clock = r[2:4], r[5:8], r[9:11], r[12:20]
 	}
-	if t, err := time.Parse(time.ANSIC, s); err == nil {
-		return t, true
+	if clock[2] != ':' || clock[5] != ':' {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	day, ok1 := digits(dd)
+	year, ok2 := digits(yy)
+	hour, ok3 := digits(clock[0:2])
+	minute, ok4 := digits(clock[3:5])
+	sec, ok5 := digits(clock[6:8])
+	mon := month(mm)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || mon == 0 || hour > 23 || minute > 59 || sec > 60 {
+		return time.Time{}, false
+	}
+	if len(yy) == 2 {
+		year = twoDigitYear(year, mon, day, hour, minute, sec, now)
+	}
+	if day < 1 || day > daysIn(mon, year) {
+		return time.Time{}, false
+	}
+	return time.Date(year, mon, day, hour, minute, sec, 0, time.UTC), true
 }
 
-// fixTwoDigitYear applies RFC 9110's rule for the RFC 850 form: a two-digit
-// year that would put the date more than 50 years ahead of now means the
-// most recent past year with those digits. (time.Parse instead fixes the
-// century once and for all: 69-99 mean 19xx.)
-func fixTwoDigitYear(t, now time.Time) time.Time {
-	year := now.UTC().Year()/100*100 + t.Year()%100
-	fixed := time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
-	if fixed.After(now.AddDate(50, 0, 0)) {
-		fixed = time.Date(year-100, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+var (
+	shortDayNames = [...]string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+	longDayNames  = [...]string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+	monthNames    = [...]string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
+)
+
+func isDayName(s string, names []string) bool {
+	for _, n := range names {
+		if s == n {
+			return true
+		}
 	}
-	return fixed
+	return false
+}
+
+// month returns the month named s, or 0.
+func month(s string) time.Month {
+	for i, n := range monthNames {
+		if s == n {
+			return time.Month(i + 1)
+		}
+	}
+	return 0
+}
+
+// digits parses a short string of ASCII digits (no sign, not empty).
+func digits(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
+}
+
+// daysIn returns the number of days in month m of year.
+func daysIn(m time.Month, year int) int {
+	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+// twoDigitYear applies RFC 9110's rule for the rfc850-date form: a two-digit
+// year yy means the latest year ending in yy that does not put the date more
+// than 50 years ahead of now. The comparison is in UTC, like the date, so
+// that now's location cannot change the answer.
+func twoDigitYear(yy int, mon time.Month, day, hour, minute, sec int, now time.Time) int {
+	now = now.UTC()
+	limit := now.AddDate(50, 0, 0)
+	ahead := func(year int) bool {
+		return time.Date(year, mon, day, hour, minute, sec, 0, time.UTC).After(limit)
+	}
+	year := now.Year()/100*100 + yy
+	switch {
+	case ahead(year):
+		year -= 100
+	case !ahead(year + 100):
+		year += 100 // late in a century: yy may belong to the next one
+	}
+	return year
 }
 
 // RetryAfter returns an error that wraps err and carries delay, the wait a
@@ -98,7 +202,9 @@ func fixTwoDigitYear(t, now time.Time) time.Time {
 // [Policy.MaxRetryAfter] stops the loop with [ErrServerDelay], and one that
 // would pass the caller's deadline stops it with [ErrNoTimeLeft]. errors.Is
 // and errors.As still reach err. A negative delay counts as 0 (no request).
-// RetryAfter(nil, d) is nil.
+// When an error tree holds several delays, the outermost one counts, so
+// wrapping with RetryAfter overrides a delay inside err. RetryAfter(nil, d)
+// is nil.
 func RetryAfter(err error, delay time.Duration) error {
 	if err == nil {
 		return nil
