@@ -102,7 +102,9 @@ func (b *TokenBucket) Withdraw(now time.Time) bool {
 	}
 }
 
-// Balance returns the tokens held, for metrics.
+// Balance returns the tokens held in the bucket, for metrics. The floor's
+// tokens are not counted: with an empty bucket, Balance is 0 even when the
+// floor would still grant a retry.
 func (b *TokenBucket) Balance() float64 {
 	return float64(b.micros.Load()) / microsPerToken
 }
