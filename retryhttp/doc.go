@@ -1,0 +1,61 @@
+// Package retryhttp retries HTTP requests that are safe to repeat, with the
+// policies of package [github.com/seed93a044d1/retry]. Its [Transport] is an
+// [http.RoundTripper], so turning it on is a one-line change where the
+// [http.Client] is built:
+//
+//	client := retryhttp.NewClient(http.DefaultClient, retry.Policy{MaxAttempts: 3})
+//
+// # What is retried
+//
+// Only a request that is safe to send again is retried: one whose method
+// RFC 9110 calls idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE), or one
+// that carries a non-empty Idempotency-Key or X-Idempotency-Key header, so
+// that the server can recognise a repeat. [Transport].Retryable replaces that
+// rule, for instance to opt POST in to an endpoint known to be idempotent;
+// [DefaultRetryable] is the rule, so that a Retryable can build on it. Its
+// body must also be replayable: nil, [http.NoBody], or a request with
+// GetBody (which [http.NewRequest] sets for the usual in-memory readers).
+// A streaming body without GetBody is sent once and never buffered behind the
+// caller's back. CONNECT is never retried.
+//
+// A request that is not retried passes through untouched: one call to the
+// Base transport, whose response and error come back as they are, without
+// the per-attempt timeout, budget, limiter or attempt header.
+//
+// # Responses and errors
+//
+// Each attempt's response goes through [retry.CheckResponse], so the policy's
+// classifier sees a [*retry.ResponseError] for a 4xx or 5xx status:
+// [retry.DefaultClassifier] retries 408, 429, 500, 502, 503 and 504, and the
+// next attempt never starts earlier than the server asked in retry-after-ms,
+// x-ms-retry-after-ms or Retry-After. Every response that is not returned is
+// drained (up to 64 KiB) and closed before the wait, so its connection goes
+// back to the pool.
+//
+// When retrying stops on a response (a status that is not retried, attempts
+// or budget exhausted, or a server delay above Policy.MaxRetryAfter or past
+// the deadline), RoundTrip returns that last response, body unread, and a nil
+// error, as net/http does. A transport error (and a stop before any
+// response, or during a wait) comes back as a [*retry.Error] holding the last
+// attempt's error; an [http.Client] wraps it in a [*url.Error], and errors.Is
+// and errors.As reach it through both. If the request's context ends while a
+// response is held, the response is closed and RoundTrip returns a
+// *retry.Error whose Reason is the context's cause.
+//
+// # Timeouts
+//
+// The request's context bounds the whole call, waits included, and so does
+// [http.Client].Timeout: no wait runs past its deadline. Policy.AttemptTimeout
+// bounds each attempt until its response headers arrive, and no longer: the
+// body of the response handed back is never cut by it, however slowly the
+// caller reads. A discarded response's drain is bounded by AttemptTimeout
+// again, and by the request's context.
+//
+// # Servers may see more requests than MaxAttempts
+//
+// [http.Transport] itself sends a request again, inside one attempt, when a
+// reused keep-alive connection fails before any byte of the response arrives
+// and the request is replayable (an idempotent method or an idempotency key,
+// and a body that can be replayed). So a server may see more requests than
+// Policy.MaxAttempts. Idempotency keys make such repeats harmless.
+package retryhttp
