@@ -51,8 +51,10 @@ type Policy struct {
 	Limiter *rate.Limiter
 
 	// AttemptTimeout, when positive, bounds each attempt: fn's context ends
-	// at min(attempt start + AttemptTimeout, the caller's deadline). 0 means
-	// only the caller's context bounds an attempt.
+	// at min(attempt start + AttemptTimeout, the caller's deadline). That
+	// context also ends when fn returns, so what fn returns must not need it
+	// any more (a response body still to be read, say: see retryhttp). 0
+	// means only the caller's context bounds an attempt.
 	AttemptTimeout time.Duration
 
 	// MinAttemptTime is the least time an attempt needs to be useful. Do
