@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"syscall"
 )
 
@@ -75,14 +76,15 @@ func Classifiers(cs ...Classifier) Classifier {
 //   - context.Canceled from fn: Stop. Someone cancelled the work on purpose.
 //   - context.DeadlineExceeded: Retry. The loop has already stopped if it was
 //     the caller's deadline, so this is an attempt's own timeout.
-//   - TLS and x509 verification errors: Stop. A bad certificate stays bad.
+//   - TLS and x509 verification errors, and a plain HTTP server answering a
+//     TLS client (http.ErrSchemeMismatch): Stop. A bad certificate stays bad.
 //     They come wrapped in *url.Error, a net.Error, so they are checked before
 //     the network rules.
 //   - DNS "no such host": Stop.
 //   - a [*ResponseError] with status 408, 429, 500, 502, 503 or 504: Retry;
 //     501, any other 4xx, or a status outside 400-599: Stop; other 5xx: Unknown.
 //   - ECONNRESET, ECONNREFUSED, EPIPE, ECONNABORTED, io.ErrUnexpectedEOF, and a
-//     net.Error whose Timeout() is true: Retry.
+//     net.Error whose Timeout() is true anywhere in the tree: Retry.
 //   - anything else: Unknown.
 //
 // DefaultClassifier does not look at [Permanent] and [Transient] markers: the
@@ -99,7 +101,7 @@ func DefaultClassifier(err error) Decision {
 	case isCertificateError(err):
 		return Stop
 	}
-	if dns, ok := find[*net.DNSError](err); ok && dns.IsNotFound {
+	if _, ok := findFunc(err, isNotFound); ok {
 		return Stop
 	}
 	if re, ok := find[*ResponseError](err); ok {
@@ -123,7 +125,9 @@ func statusDecision(code int) Decision {
 }
 
 // isCertificateError reports whether err's tree holds a TLS handshake or
-// certificate verification failure.
+// certificate verification failure. http.Client turns the
+// tls.RecordHeaderError of a plain HTTP server's answer into
+// http.ErrSchemeMismatch, so that sentinel counts too.
 func isCertificateError(err error) bool {
 	return has[*tls.CertificateVerificationError](err) ||
 		has[x509.UnknownAuthorityError](err) ||
@@ -134,7 +138,8 @@ func isCertificateError(err error) bool {
 		has[x509.ConstraintViolationError](err) ||
 		has[x509.InsecureAlgorithmError](err) ||
 		has[tls.RecordHeaderError](err) ||
-		has[tls.AlertError](err)
+		has[tls.AlertError](err) ||
+		errors.Is(err, http.ErrSchemeMismatch)
 }
 
 // isConnectionError reports whether err's tree holds a connection that broke
@@ -146,11 +151,18 @@ func isConnectionError(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// isTimeout reports whether err's tree holds a net.Error that timed out.
+// isTimeout reports whether err's tree holds a net.Error that timed out. It
+// looks past a net.Error that says no: *url.Error asks only the error it
+// wraps directly, so when http.Client reports "transport connection broken:
+// %w" around a timed-out write, the *url.Error's Timeout is false and only the
+// *net.OpError inside it knows.
 func isTimeout(err error) bool {
-	ne, ok := find[net.Error](err)
-	return ok && ne.Timeout()
+	_, ok := findFunc(err, net.Error.Timeout)
+	return ok
 }
+
+// isNotFound reports whether a DNS lookup failed because the name does not exist.
+func isNotFound(e *net.DNSError) bool { return e.IsNotFound }
 
 // outcomeUnknown reports whether a failed attempt leaves open whether it took
 // effect: it timed out, or its connection broke mid-way. A DNS failure proves
@@ -222,10 +234,16 @@ func classify(c Classifier, err error) Decision {
 
 // find returns the first error in err's tree, in the order errors.As uses
 // (depth first, pre-order), that has type E. Unlike errors.As it takes no
-// pointer target, so nothing escapes to the heap.
+// pointer target, so nothing escapes to the heap; nor does it call As methods.
 func find[E error](err error) (E, bool) {
+	return findFunc[E](err, nil)
+}
+
+// findFunc is find for the first error of type E for which match, when not
+// nil, is true.
+func findFunc[E error](err error, match func(E) bool) (E, bool) {
 	for err != nil {
-		if e, ok := err.(E); ok {
+		if e, ok := err.(E); ok && (match == nil || match(e)) {
 			return e, true
 		}
 		switch u := err.(type) {
@@ -233,7 +251,7 @@ func find[E error](err error) (E, bool) {
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range u.Unwrap() {
-				if e, ok := find[E](inner); ok {
+				if e, ok := findFunc(inner, match); ok {
 					return e, true
 				}
 			}

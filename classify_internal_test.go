@@ -1,0 +1,243 @@
+package retry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// idError is an error with an identity, which may wrap another.
+type idError struct {
+	id    int
+	inner error
+}
+
+func (e *idError) Error() string { return fmt.Sprint("id ", e.id) }
+func (e *idError) Unwrap() error { return e.inner }
+
+// multi is an error with several causes, nil ones included.
+type multi []error
+
+func (m multi) Error() string   { return "multi" }
+func (m multi) Unwrap() []error { return m }
+
+// unwrapsToNil has an Unwrap method that returns nil.
+type unwrapsToNil struct{}
+
+func (unwrapsToNil) Error() string { return "unwraps to nil" }
+func (unwrapsToNil) Unwrap() error { return nil }
+
+func TestFindMatchesErrorsAs(t *testing.T) {
+	t.Parallel()
+	plain := errors.New("plain")
+	id1, id2, id3 := &idError{id: 1}, &idError{id: 2}, &idError{id: 3}
+	outer := &idError{id: 4, inner: id1}
+	tests := []struct {
+		name string
+		err  error
+		want *idError // nil: none
+	}{
+		{"nil", nil, nil},
+		{"plain", plain, nil},
+		{"leaf", id1, id1},
+		{"wrapped twice", fmt.Errorf("a: %w", fmt.Errorf("b: %w", id1)), id1},
+		{"outer before inner", outer, outer},
+		{"join: first in order", errors.Join(plain, id1, id2), id1},
+		{"join: depth first", errors.Join(errors.Join(plain, fmt.Errorf("w: %w", id2)), id1), id2},
+		{"wrapped join", fmt.Errorf("w: %w", errors.Join(plain, id3)), id3},
+		{"fmt with two %w", fmt.Errorf("%w and %w", plain, id2), id2},
+		{"nil entries skipped", multi{nil, plain, nil, id3}, id3},
+		{"empty multi", multi{}, nil},
+		{"Unwrap returns nil", fmt.Errorf("w: %w", unwrapsToNil{}), nil},
+		{"join after a dead end", errors.Join(unwrapsToNil{}, id1), id1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.want
+			var viaAs *idError
+			asOK := errors.As(tt.err, &viaAs)
+			require.Equal(t, want != nil, asOK, "precondition: errors.As agrees with the table")
+			require.Equal(t, want, viaAs, "precondition: errors.As agrees with the table")
+
+			got, ok := find[*idError](tt.err)
+			assert.Equal(t, want != nil, ok, "find(%v) ok = %v, want %v", tt.err, ok, want != nil)
+			assert.Same(t, want, got, "find(%v) = %v, want %v", tt.err, got, want)
+			assert.Equal(t, ok, has[*idError](tt.err), "has(%v) disagrees with find", tt.err)
+		})
+	}
+}
+
+func TestFindValueAndInterfaceTypes(t *testing.T) {
+	t.Parallel()
+	hostErr := x509.HostnameError{Host: "example.test"}
+	err := &url.Error{Op: "Get", URL: "https://example.test", Err: &tls.CertificateVerificationError{Err: hostErr}}
+
+	gotHost, ok := find[x509.HostnameError](err)
+	assert.True(t, ok, "find[x509.HostnameError] ok = false, want true")
+	assert.Equal(t, "example.test", gotHost.Host)
+
+	_, ok = find[x509.UnknownAuthorityError](err)
+	assert.False(t, ok, "find[x509.UnknownAuthorityError] ok = true, want false")
+
+	// An interface type matches the outermost error that implements it.
+	gotNet, ok := find[net.Error](err)
+	assert.True(t, ok, "find[net.Error] ok = false, want true")
+	assert.Same(t, err, gotNet)
+}
+
+func TestFindFunc(t *testing.T) {
+	t.Parallel()
+	id1, id2, id3 := &idError{id: 1}, &idError{id: 2}, &idError{id: 3}
+	atLeast2 := func(e *idError) bool { return e.id >= 2 }
+	tests := []struct {
+		name string
+		err  error
+		want *idError
+	}{
+		{"skips a non-match in a join", errors.Join(id1, id2, id3), id2},
+		{"looks inside a non-match", &idError{id: 0, inner: fmt.Errorf("w: %w", id3)}, id3},
+		{"none match", errors.Join(id1, &idError{id: 0}), nil},
+		{"nil", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := findFunc(tt.err, atLeast2)
+			assert.Equal(t, tt.want != nil, ok, "findFunc(%v) ok = %v, want %v", tt.err, ok, tt.want != nil)
+			assert.Same(t, tt.want, got, "findFunc(%v) = %v, want %v", tt.err, got, tt.want)
+		})
+	}
+}
+
+func TestFindDoesNotAllocate(t *testing.T) {
+	tree := errors.Join(errors.New("a"), fmt.Errorf("b: %w", multi{io.EOF, &idError{id: 1}}))
+	var ok bool
+	allocs := testing.AllocsPerRun(100, func() { _, ok = find[*idError](tree) })
+	assert.True(t, ok)
+	assert.Zero(t, allocs, "find allocates %v times, want 0", allocs)
+	allocs = testing.AllocsPerRun(100, func() { ok = has[x509.HostnameError](tree) })
+	assert.False(t, ok)
+	assert.Zero(t, allocs, "has allocates %v times, want 0", allocs)
+	allocs = testing.AllocsPerRun(100, func() { ok = isTimeout(tree) })
+	assert.False(t, ok)
+	assert.Zero(t, allocs, "isTimeout allocates %v times, want 0", allocs)
+}
+
+func TestUnmark(t *testing.T) {
+	t.Parallel()
+	inner := errors.New("inner")
+	wrappedMarker := fmt.Errorf("w: %w", Permanent(inner))
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"nil", nil, nil},
+		{"unmarked", inner, inner},
+		{"Permanent", Permanent(inner), inner},
+		{"Transient", Transient(inner), inner},
+		{"nested markers", Permanent(Transient(Permanent(inner))), inner},
+		// A marker under the caller's own wrapping stays: removing it would
+		// mean rebuilding the caller's error.
+		{"marker under a wrapper", wrappedMarker, wrappedMarker},
+		{"markers around a wrapper", Transient(wrappedMarker), wrappedMarker},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := unmark(tt.err)
+			assert.Equal(t, tt.want, got, "unmark(%v) = %#v, want %#v", tt.err, got, tt.want)
+			if tt.want != nil {
+				assert.Same(t, tt.want, got)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	inner := errors.New("inner")
+	constant := func(d Decision) Classifier { return func(error) Decision { return d } }
+	tests := []struct {
+		name string
+		c    Classifier
+		err  error
+		want Decision
+	}{
+		{"nil classifier: default retry", nil, &ResponseError{StatusCode: 503}, Retry},
+		{"nil classifier: default stop", nil, &ResponseError{StatusCode: 404}, Stop},
+		{"nil classifier: default unknown retries", nil, inner, Retry},
+		{"Retry", constant(Retry), inner, Retry},
+		{"Stop", constant(Stop), inner, Stop},
+		{"Unknown retries", constant(Unknown), inner, Retry},
+		{"out-of-range decision retries", constant(Decision(9)), inner, Retry},
+		{"Permanent over Retry", constant(Retry), Permanent(inner), Stop},
+		{"Transient over Stop", constant(Stop), Transient(inner), Retry},
+		{"outermost marker", constant(Unknown), Transient(Permanent(inner)), Retry},
+		{"marker deep in a join", constant(Retry), errors.Join(inner, fmt.Errorf("w: %w", Permanent(inner))), Stop},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := classify(tt.c, tt.err)
+			assert.Equal(t, tt.want, got, "classify(%v) = %v, want %v", tt.err, got, tt.want)
+		})
+	}
+}
+
+func TestClassifyAsksNoClassifierWhenMarked(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := func(error) Decision { calls++; return Unknown }
+	classify(c, Permanent(errors.New("x")))
+	classify(c, Transient(errors.New("x")))
+	assert.Zero(t, calls, "classifier called %d times, want 0", calls)
+	classify(c, errors.New("x"))
+	assert.Equal(t, 1, calls, "classifier called %d times, want 1", calls)
+}
+
+func TestOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	op := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
+	}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain", errors.New("x"), false},
+		{"own deadline exceeded", fmt.Errorf("attempt: %w", context.DeadlineExceeded), true},
+		{"canceled", context.Canceled, false},
+		{"net timeout", timeout, true},
+		{"timeout under a net.Error that says no", &url.Error{Op: "Get", URL: "http://x", Err: fmt.Errorf("broken: %w", timeout)}, true},
+		{"ECONNRESET", op(syscall.ECONNRESET), true},
+		{"ECONNABORTED", op(syscall.ECONNABORTED), true},
+		{"EPIPE", op(syscall.EPIPE), true},
+		{"unexpected EOF", fmt.Errorf("body: %w", io.ErrUnexpectedEOF), true},
+		{"ECONNREFUSED", op(syscall.ECONNREFUSED), false},
+		{"DNS not found", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, false},
+		{"DNS timeout", &net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, false},
+		{"DNS timeout under a dial", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Name: "x", IsTimeout: true}}, false},
+		{"HTTP status", &ResponseError{StatusCode: 504}, false},
+		{"TLS", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
+		{"marked", Permanent(op(syscall.ECONNRESET)), true},
+		{"join", errors.Join(errors.New("x"), op(syscall.EPIPE)), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := outcomeUnknown(tt.err)
+			assert.Equal(t, tt.want, got, "outcomeUnknown(%v) = %v, want %v", tt.err, got, tt.want)
+		})
+	}
+}
