@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"syscall"
 )
 
@@ -166,12 +167,16 @@ func isNotFound(e *net.DNSError) bool { return e.IsNotFound }
 
 // outcomeUnknown reports whether a failed attempt leaves open whether it took
 // effect: it timed out, or its connection broke mid-way. A DNS failure proves
-// the request was never sent, even when the lookup timed out.
+// the request was never sent, even when the lookup timed out. A bare io.EOF
+// from an HTTP round trip (the server closed the connection after reading the
+// request, perhaps after acting on it) counts as broken mid-way; an io.EOF
+// elsewhere is just the end of something.
 func outcomeUnknown(err error) bool {
 	if has[*net.DNSError](err) {
 		return false
 	}
-	return errors.Is(err, context.DeadlineExceeded) || isTimeout(err) || isConnectionError(err)
+	return errors.Is(err, context.DeadlineExceeded) || isTimeout(err) || isConnectionError(err) ||
+		(errors.Is(err, io.EOF) && has[*url.Error](err))
 }
 
 // Permanent marks err as not worth retrying, whatever the classifier says:

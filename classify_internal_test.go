@@ -225,6 +225,8 @@ func TestOutcomeUnknown(t *testing.T) {
 		{"ECONNABORTED", op(syscall.ECONNABORTED), true},
 		{"EPIPE", op(syscall.EPIPE), true},
 		{"unexpected EOF", fmt.Errorf("body: %w", io.ErrUnexpectedEOF), true},
+		{"EOF from an HTTP round trip", &url.Error{Op: "Get", URL: "http://x", Err: io.EOF}, true},
+		{"bare EOF", fmt.Errorf("decode: %w", io.EOF), false},
 		{"ECONNREFUSED", op(syscall.ECONNREFUSED), false},
 		{"DNS not found", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, false},
 		{"DNS timeout", &net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, false},

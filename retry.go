@@ -388,7 +388,8 @@ type Error struct {
 	// OutcomeUnknown is true if any attempt ended in a way that leaves open
 	// whether it took effect: a timeout (the attempt's, the network's, or
 	// fn's own context.DeadlineExceeded), a reset or aborted connection, a
-	// broken pipe, or an unexpected EOF. Then the work may have been done even
+	// broken pipe, an unexpected EOF, or an HTTP connection closed before the
+	// response came (an io.EOF inside a *url.Error). Then the work may have been done even
 	// though Do failed: reconcile before doing it again by other means.
 	OutcomeUnknown bool
 }
