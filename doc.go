@@ -138,6 +138,10 @@
 // stops the call at once with [ErrServerDelay]; one that would pass the
 // deadline stops it with ErrNoTimeLeft.
 //
+// For HTTP clients, package [github.com/seed93a044d1/retry/retryhttp] does all
+// this in an [net/http.RoundTripper]: it retries only requests that are safe
+// to repeat, and returns the last real response when retrying ends on a status.
+//
 // # Errors
 //
 // Every failure is an [*Error]. Its Reason says why Do stopped:
