@@ -73,7 +73,6 @@ func TestFindMatchesErrorsAs(t *testing.T) {
 			got, ok := find[*idError](tt.err)
 			assert.Equal(t, want != nil, ok, "find(%v) ok = %v, want %v", tt.err, ok, want != nil)
 			assert.Same(t, want, got, "find(%v) = %v, want %v", tt.err, got, want)
-			assert.Equal(t, ok, has[*idError](tt.err), "has(%v) disagrees with find", tt.err)
 		})
 	}
 }
@@ -96,41 +95,16 @@ func TestFindValueAndInterfaceTypes(t *testing.T) {
 	assert.Same(t, err, gotNet)
 }
 
-func TestFindFunc(t *testing.T) {
-	t.Parallel()
-	id1, id2, id3 := &idError{id: 1}, &idError{id: 2}, &idError{id: 3}
-	atLeast2 := func(e *idError) bool { return e.id >= 2 }
-	tests := []struct {
-		name string
-		err  error
-		want *idError
-	}{
-		{"skips a non-match in a join", errors.Join(id1, id2, id3), id2},
-		{"looks inside a non-match", &idError{id: 0, inner: fmt.Errorf("w: %w", id3)}, id3},
-		{"none match", errors.Join(id1, &idError{id: 0}), nil},
-		{"nil", nil, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := findFunc(tt.err, atLeast2)
-			assert.Equal(t, tt.want != nil, ok, "findFunc(%v) ok = %v, want %v", tt.err, ok, tt.want != nil)
-			assert.Same(t, tt.want, got, "findFunc(%v) = %v, want %v", tt.err, got, tt.want)
-		})
-	}
-}
-
 func TestFindDoesNotAllocate(t *testing.T) {
 	tree := errors.Join(errors.New("a"), fmt.Errorf("b: %w", multi{io.EOF, &idError{id: 1}}))
 	var ok bool
 	allocs := testing.AllocsPerRun(100, func() { _, ok = find[*idError](tree) })
 	assert.True(t, ok)
 	assert.Zero(t, allocs, "find allocates %v times, want 0", allocs)
-	allocs = testing.AllocsPerRun(100, func() { ok = has[x509.HostnameError](tree) })
-	assert.False(t, ok)
-	assert.Zero(t, allocs, "has allocates %v times, want 0", allocs)
-	allocs = testing.AllocsPerRun(100, func() { ok = isTimeout(tree) })
-	assert.False(t, ok)
-	assert.Zero(t, allocs, "isTimeout allocates %v times, want 0", allocs)
+	var f facts
+	allocs = testing.AllocsPerRun(100, func() { f = inspect(tree) })
+	assert.Equal(t, isEOF, f.set, "inspect(%v) facts = %b, want %b", tree, f.set, isEOF)
+	assert.Zero(t, allocs, "inspect allocates %v times, want 0", allocs)
 }
 
 func TestUnmark(t *testing.T) {

@@ -771,3 +771,20 @@ func TestDecisionString(t *testing.T) {
 		})
 	}
 }
+
+// claimsCanceled is an error whose Is method says it is context.Canceled, as
+// errors.Is allows.
+type claimsCanceled struct{}
+
+func (claimsCanceled) Error() string        { return "shutting down" }
+func (claimsCanceled) Is(target error) bool { return target == context.Canceled }
+
+func TestDefaultClassifierHonoursIsMethods(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("worker: %w", claimsCanceled{})
+	require.ErrorIs(t, err, context.Canceled, "precondition")
+	got := retry.DefaultClassifier(err)
+	assert.Equal(t, retry.Stop, got, "DefaultClassifier(%v) = %v, want stop", err, got)
+	got = retry.DefaultClassifier(fmt.Errorf("attempt: %w", retry.ErrNoTimeLeft))
+	assert.Equal(t, retry.Retry, got, "ErrNoTimeLeft is a DeadlineExceeded through its Is method")
+}
