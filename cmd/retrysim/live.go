@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/internal/sim"
+)
+
+// The live drill is the simulated drill for real, at a tenth of its times
+// and at the same rates: goroutines call through retry.Do against a loopback
+// HTTP server that hangs for the first second (the attempts time out), then
+// serves 300 requests per second and answers 429 with Retry-After above that.
+const (
+	liveJobs     = 600
+	liveOutage   = time.Second
+	liveCapacity = 300
+	liveLost     = 0.01
+	liveBound    = 30 * time.Second // no live call lasts longer, whatever happens
+)
+
+// livePolicy is DrillPolicy at a tenth of its times: the same rates, the
+// same attempts, waits and timeout ten times shorter.
+func livePolicy() retry.Policy {
+	return retry.Policy{
+		MaxAttempts:    5,
+		Backoff:        retry.Exponential{Base: 50 * time.Millisecond, Cap: 3 * time.Second},
+		Limiter:        rate.NewLimiter(200, 20),
+		AttemptTimeout: 200 * time.Millisecond,
+	}
+}
+
+// liveDrill runs the live drill twice, with the policy as given and without
+// its limiter, and prints the same summary as the simulated drill.
+func liveDrill(c config, stdout, stderr io.Writer) ([]string, error) {
+	fmt.Fprintf(stdout, "\nLIVE DRILL: %d jobs, each a goroutine calling retry.Do against a loopback HTTP server (real time)\n", liveJobs)
+	fmt.Fprintf(stdout, "Server: hangs for %v (attempts time out), then serves %d requests per 1-second window, 429 with\n", liveOutage, liveCapacity)
+	fmt.Fprintf(stdout, "  Retry-After: 1 above that; dedups by Idempotency-Key; holds %.0f%% of served replies until the client gives up.\n", 100*liveLost)
+	fmt.Fprintf(stdout, "Policy: the drill's at a tenth of its times: MaxAttempts 5, Exponential{Base: 50ms, Cap: 3s}, AttemptTimeout 200ms,\n")
+	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20) used by Do itself (it reserves a token when it decides to retry).\n\n")
+	variants := []struct {
+		name   string
+		policy retry.Policy
+	}{
+		{"live, as given", livePolicy()},
+		{"live, no limiter", func() retry.Policy { p := livePolicy(); p.Limiter = nil; return p }()},
+	}
+	var (
+		results []sim.DrillResult
+		files   []string
+	)
+	for i, v := range variants {
+		fmt.Fprintf(stderr, "live: %s (a few seconds)\n", v.name)
+		r, err := runLive(v.name, v.policy, c.seed+uint64(i))
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+	}
+	writeSummaryTable(stdout, results)
+	var xMax float64
+	for _, r := range results {
+		xMax = max(xMax, r.Summary.Drain.Seconds())
+	}
+	for i, r := range results {
+		fmt.Fprintf(stdout, "  %-18s attempts timed out in the outage: %d; throttled (429): %d, of which retried after Retry-After: %d; replies held: %d\n",
+			r.Name+":", r.Count(sim.Down), r.Count(sim.Throttled), r.RetriedAfter(sim.Throttled), r.Count(sim.LostReply))
+		times := make([]time.Duration, len(r.Attempts))
+		for j, a := range r.Attempts {
+			times[j] = a.At
+		}
+		ch := attemptsChart(fmt.Sprintf("Drill, %s: attempts per second at the server", r.Name), times, chartBin/10, liveOutage, liveCapacity, variants[i].policy.Limiter, math.Ceil(xMax))
+		name := filepath.Join(c.out, "drill-"+slug(r.Name)+".svg")
+		if err := ch.WriteFile(name); err != nil {
+			return nil, err
+		}
+		files = append(files, name)
+	}
+	return files, nil
+}
+
+// runLive serves the provider on 127.0.0.1, runs one goroutine per job
+// through retry.Do, and summarises what the server saw.
+func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return sim.DrillResult{}, err
+	}
+	prov := newLiveProvider(time.Now, liveOutage, liveCapacity, liveLost, seed)
+	srv := &http.Server{Handler: prov, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }() // ErrServerClosed after Shutdown
+	defer func() {
+		prov.close() // frees the handlers still holding a reply
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx) // best effort: the run's numbers are already in
+	}()
+
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // loopback only
+	tr.MaxIdleConnsPerHost = liveJobs
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	url := "http://" + ln.Addr().String() + "/notify"
+
+	ctx, cancel := context.WithTimeout(context.Background(), liveBound)
+	defer cancel()
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		dead      []sim.DeadLetter
+		finished  time.Duration
+		wg        sync.WaitGroup
+	)
+	prov.begin()
+	start := prov.startTime()
+	for job := range liveJobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "job-" + strconv.Itoa(job)
+			err := retry.Do(ctx, func(ctx context.Context) error {
+				return notify(ctx, client, url, key)
+			}, p)
+			at := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			finished = max(finished, at)
+			if err == nil {
+				latencies = append(latencies, at)
+				return
+			}
+			d := sim.DeadLetter{Job: job, At: at, Reason: err}
+			var re *retry.Error
+			if errors.As(err, &re) {
+				d.Attempts, d.Reason, d.Last = re.Attempts, re.Reason, re.Last
+			}
+			dead = append(dead, d)
+		}()
+	}
+	wg.Wait()
+	return prov.result(name, liveJobs, latencies, dead, finished), nil
+}
+
+// notify makes one attempt: a POST with the job's idempotency key.
+func notify(ctx context.Context, client *http.Client, url, key string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // drained so the connection is reused
+	return retry.CheckResponse(resp)
+}
+
+// liveProvider is the loopback provider: down (hanging) until outage after
+// begin, then Capacity requests per one-second window, 429 above that. It
+// records every request's arrival. Safe for concurrent use.
+type liveProvider struct {
+	now      func() time.Time
+	outage   time.Duration
+	capacity int
+	lost     float64
+	release  chan struct{} // closed to free hanging handlers
+
+	mu       sync.Mutex
+	start    time.Time
+	rng      *rand.Rand
+	window   time.Duration // start of the current window, since start
+	served   int           // requests served in it
+	keys     map[string]bool
+	attempts []sim.Attempt
+	tries    map[string]int
+	sent     int
+	closed   bool
+}
+
+func newLiveProvider(now func() time.Time, outage time.Duration, capacity int, lost float64, seed uint64) *liveProvider {
+	return &liveProvider{
+		now: now, outage: outage, capacity: capacity, lost: lost,
+		release: make(chan struct{}),
+		rng:     rand.New(rand.NewPCG(seed, 0x11fe)),
+		window:  -1,
+		keys:    map[string]bool{},
+		tries:   map[string]int{},
+	}
+}
+
+// begin starts the provider's clock: the outage runs from now.
+func (p *liveProvider) begin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.start = p.now()
+}
+
+func (p *liveProvider) startTime() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.start
+}
+
+// close frees every handler that is holding its reply.
+func (p *liveProvider) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		close(p.release)
+	}
+}
+
+func (p *liveProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		http.Error(w, "missing Idempotency-Key", http.StatusBadRequest)
+		return
+	}
+	res, retryAfter := p.decide(key)
+	switch res {
+	case sim.Down, sim.LostReply:
+		// No answer: hold the request until the client gives up.
+		select {
+		case <-r.Context().Done():
+		case <-p.release:
+		}
+	case sim.Throttled:
+		w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+		http.Error(w, "too many requests", http.StatusTooManyRequests)
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// decide records a request and says what becomes of it, and for a 429 the
+// Retry-After: the time until the window resets, rounded up to whole seconds.
+func (p *liveProvider) decide(key string) (sim.AttemptResult, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := p.now().Sub(p.start)
+	p.tries[key]++
+	res := p.fate(at, key)
+	job, _ := strconv.Atoi(strings.TrimPrefix(key, "job-"))
+	p.attempts = append(p.attempts, sim.Attempt{At: at, Job: job, N: p.tries[key], Result: res})
+	if res == sim.Throttled {
+		return res, (p.window + time.Second - at + time.Second - 1).Truncate(time.Second)
+	}
+	return res, 0
+}
+
+func (p *liveProvider) fate(at time.Duration, key string) sim.AttemptResult {
+	if at < p.outage {
+		return sim.Down
+	}
+	if w := at.Truncate(time.Second); w != p.window {
+		p.window, p.served = w, 0
+	}
+	if p.served >= p.capacity {
+		return sim.Throttled
+	}
+	p.served++
+	res := sim.Sent
+	if p.keys[key] {
+		res = sim.Duplicate
+	} else {
+		p.keys[key] = true
+		p.sent++
+	}
+	if p.rng.Float64() < p.lost {
+		return sim.LostReply
+	}
+	return res
+}
+
+// result summarises a run from what the server saw and what the callers got.
+func (p *liveProvider) result(name string, jobs int, latencies []time.Duration, dead []sim.DeadLetter, finished time.Duration) sim.DrillResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := sim.DrillResult{Name: name, Attempts: p.attempts, DeadLetters: dead, Sent: p.sent}
+	times := make([]time.Duration, len(p.attempts))
+	for i, a := range p.attempts {
+		times[i] = a.At
+	}
+	r.Summary = sim.Summarize(jobs, times, latencies, len(dead), finished)
+	r.Summary.Duplicates = r.Count(sim.Duplicate)
+	return r
+}

@@ -1,0 +1,226 @@
+// Command retrysim shows, with the retry package's own strategies and
+// decision step, why jitter, retry budgets and rate limiters matter.
+//
+// It runs two studies in virtual time and writes their charts as SVG:
+//
+//   - contention: a reproduction of the simulator behind Marc Brooker's
+//     "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015): N
+//     clients race to update one row under optimistic concurrency control,
+//     backing off after each conflict. It reports the write calls and the
+//     time until every client has succeeded, for each backoff strategy, next
+//     to the published figures.
+//   - drill: 10,000 notification jobs meet a provider outage. A scheduler
+//     persists each job's next attempt time from retry.Next instead of
+//     sleeping, paces attempts with a shared rate.Limiter, and dead-letters
+//     the jobs it gives up on. It compares the policy as given with the same
+//     policy without jitter, without the limiter, and with a retry budget.
+//
+// With -live it also runs a short drill for real: goroutines calling through
+// retry.Do against a loopback HTTP server that first hangs, then throttles
+// with 429 and Retry-After.
+//
+// Usage:
+//
+//	go run ./cmd/retrysim [-study all|contention|drill] [-quick] [-live]
+//	                      [-clients 10,20,...] [-episodes 100] [-seed 1] [-out dir]
+//
+// Tables go to standard output, progress to standard error, and the charts to
+// the folder given by -out (a new temporary folder by default), whose name is
+// printed at the end.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "retrysim:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// config is the command line.
+type config struct {
+	study    string
+	clients  []int
+	episodes int
+	seed     uint64
+	quick    bool
+	live     bool
+	out      string
+	jobs     int
+	workers  int
+}
+
+// Defaults, and what -quick changes them to.
+var (
+	defaultClients = []int{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170, 180, 190}
+	quickClients   = []int{10, 40, 70, 100, 130, 160, 190}
+)
+
+// defaultEpisodes is the number of episodes averaged per point. Episodes are
+// seeded one by one, so -quick's points are the default sweep's at the same
+// client counts: it only runs fewer of them.
+const defaultEpisodes = 100
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("retrysim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study and the outage drill in virtual time, prints the\ntables and writes SVG charts. Flags:\n\n")
+		fs.PrintDefaults()
+	}
+	c := config{}
+	var clients string
+	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill or all")
+	fs.StringVar(&clients, "clients", joinInts(defaultClients), "contention: client counts, comma-separated")
+	fs.IntVar(&c.episodes, "episodes", defaultEpisodes, "contention: episodes averaged per point")
+	fs.Uint64Var(&c.seed, "seed", 1, "random seed; the same seed gives the same numbers")
+	fs.BoolVar(&c.quick, "quick", false, fmt.Sprintf("a quicker contention sweep: clients %s only (unless -clients is given), the same points as the full sweep", joinInts(quickClients)))
+	fs.BoolVar(&c.live, "live", false, "also run a short drill for real against a loopback HTTP server (a few seconds)")
+	fs.StringVar(&c.out, "out", "", "folder for the SVG charts (default: a new temporary folder)")
+	fs.IntVar(&c.jobs, "jobs", 10_000, "drill: number of jobs")
+	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "goroutines for the contention sweep")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick && !set["clients"] {
+		clients = joinInts(quickClients)
+	}
+	var err error
+	if c.clients, err = parseInts(clients); err != nil {
+		return c, fmt.Errorf("-clients: %w", err)
+	}
+	switch c.study {
+	case "all", "contention", "drill":
+	default:
+		return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
+	}
+	if c.episodes < 1 {
+		return c, errors.New("-episodes must be at least 1")
+	}
+	if c.jobs < 1 {
+		return c, errors.New("-jobs must be at least 1")
+	}
+	c.workers = max(c.workers, 1)
+	return c, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive whole number", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no client count given")
+	}
+	return out, nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// run is the command, with its flags and outputs as arguments, for tests.
+func run(args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if c.out == "" {
+		if c.out, err = os.MkdirTemp("", "retrysim-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return err
+	}
+	var charts []string
+	if c.study == "all" || c.study == "contention" {
+		files, err := contentionStudy(c, stdout, newProgress(stderr))
+		if err != nil {
+			return err
+		}
+		charts = append(charts, files...)
+	}
+	if c.study == "all" || c.study == "drill" {
+		files, err := drillStudy(c, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, files...)
+	}
+	if c.live {
+		files, err := liveDrill(c, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, files...)
+	}
+	fmt.Fprintf(stderr, "done in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "\nCharts (%d SVG files) written to %s\n", len(charts), c.out)
+	for _, f := range charts {
+		fmt.Fprintf(stdout, "  %s\n", f)
+	}
+	return nil
+}
+
+// progress reports a sweep's progress on standard error: on one line
+// rewritten in place on a terminal, otherwise a line every tenth or so.
+type progress struct {
+	w         io.Writer
+	terminal  bool
+	lastTenth int
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, lastTenth: -1}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.terminal = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(what string, done, total int) {
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r%s: %d/%d", what, done, total)
+		if done == total {
+			fmt.Fprintln(p.w)
+		}
+		return
+	}
+	if tenth := done * 10 / total; tenth != p.lastTenth || done == total {
+		p.lastTenth = tenth
+		fmt.Fprintf(p.w, "%s: %d/%d\n", what, done, total)
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/internal/sim"
+)
+
+// wellFormed reports an error unless data is well-formed XML.
+func wellFormed(data []byte) error {
+	d := xml.NewDecoder(bytes.NewReader(data))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// TestRunWritesTablesAndCharts runs the command on a small configuration
+// (virtual time, no -live) and checks its tables and charts.
+func TestRunWritesTablesAndCharts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"-clients", "10,20", "-episodes", "4", "-jobs", "2000", "-out", dir}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	out := stdout.String()
+	for _, want := range []string{
+		"CONTENTION STUDY", "Write calls until every client has succeeded", "Time until the last client succeeds",
+		"Against the published figures", "exponential", "full jitter", "equal jitter", "decorrelated", "no backoff",
+		"OUTAGE DRILL: 2000 notification jobs", "as given", "no jitter", "no limiter", "10% budget",
+		"retries/delivered", "peak attempts/s", "p99 latency",
+		"Charts (7 SVG files) written to " + dir,
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.Contains(t, stderr.String(), "contention: 10/10")
+	assert.Contains(t, stderr.String(), "drill: no jitter, no limiter")
+
+	for _, name := range []string{
+		"contention-calls.svg", "contention-time.svg", "drill-as-given.svg", "drill-no-jitter.svg",
+		"drill-no-limiter.svg", "drill-10pct-budget.svg", "drill-no-jitter-no-limiter.svg",
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.NoError(t, wellFormed(data), name)
+		assert.Contains(t, out, filepath.Join(dir, name))
+	}
+	calls, err := os.ReadFile(filepath.Join(dir, "contention-calls.svg"))
+	require.NoError(t, err)
+	for _, s := range []string{"exponential", "full jitter", "equal jitter", "decorrelated", "no backoff", "published (600 ep.)"} {
+		assert.Contains(t, string(calls), `data-name="`+s+`"`)
+	}
+}
+
+func TestRunOneStudy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout bytes.Buffer
+	require.NoError(t, run([]string{"-study", "contention", "-clients", "30", "-episodes", "2", "-out", dir}, &stdout, io.Discard))
+	assert.NotContains(t, stdout.String(), "OUTAGE DRILL")
+	assert.Contains(t, stdout.String(), "No published figure at these client counts")
+	files, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, files, 2)
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		args     []string
+		clients  []int
+		episodes int
+		study    string
+		err      string
+	}{
+		{"defaults", nil, defaultClients, 100, "all", ""},
+		{"quick", []string{"-quick"}, quickClients, 100, "all", ""},
+		{"quick keeps explicit clients", []string{"-quick", "-clients", "5, 7"}, []int{5, 7}, 100, "all", ""},
+		{"quick with fewer episodes", []string{"-quick", "-episodes", "10"}, quickClients, 10, "all", ""},
+		{"quick keeps explicit episodes", []string{"-episodes", "600", "-quick"}, quickClients, 600, "all", ""},
+		{"study", []string{"-study", "drill"}, defaultClients, 100, "drill", ""},
+		{"bad study", []string{"-study", "both"}, nil, 0, "", `-study: "both" is not contention, drill or all`},
+		{"bad clients", []string{"-clients", "10,x"}, nil, 0, "", `-clients: "x" is not a positive whole number`},
+		{"no clients", []string{"-clients", ","}, nil, 0, "", "-clients: no client count given"},
+		{"zero episodes", []string{"-episodes", "0"}, nil, 0, "", "-episodes must be at least 1"},
+		{"stray argument", []string{"extra"}, nil, 0, "", `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, io.Discard)
+			if tt.err != "" {
+				assert.EqualError(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.clients, c.clients)
+			assert.Equal(t, tt.episodes, c.episodes)
+			assert.Equal(t, tt.study, c.study)
+			assert.Equal(t, uint64(1), c.seed)
+		})
+	}
+}
+
+func TestSlug(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"as given", "as-given"},
+		{"no jitter, no limiter", "no-jitter-no-limiter"},
+		{"10% budget", "10pct-budget"},
+		{"live, as given", "live-as-given"},
+	}
+	for _, tt := range tests {
+		got := slug(tt.in)
+		assert.Equal(t, tt.want, got, "slug(%q) = %q, want %q", tt.in, got, tt.want)
+	}
+}
+
+// TestLiveProvider drives the loopback provider's handler on a fake clock:
+// no network, no sleep.
+func TestLiveProvider(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := newLiveProvider(func() time.Time { return now }, time.Second, 2, 0, 1)
+	p.begin()
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // a client that has already given up: the hanging handler returns at once
+
+	serve := func(key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(done, http.MethodPost, "/notify", nil)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		return rec
+	}
+
+	// Down: no answer at all.
+	now = now.Add(999 * time.Millisecond)
+	rec := serve("job-1")
+	assert.Zero(t, rec.Body.Len())
+	assert.Empty(t, rec.Header())
+
+	// Up, in the window [1s, 2s): two served, then 429 with Retry-After.
+	now = now.Add(time.Millisecond)
+	assert.Equal(t, http.StatusOK, serve("job-1").Code)
+	assert.Equal(t, http.StatusOK, serve("job-1").Code, "a duplicate is answered 200")
+	rec = serve("job-2")
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	err := retry.CheckResponse(rec.Result())
+	var re *retry.ResponseError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, time.Second, re.RetryAfter)
+
+	// The next window serves again.
+	now = now.Add(time.Second)
+	assert.Equal(t, http.StatusOK, serve("job-2").Code)
+
+	assert.Equal(t, http.StatusBadRequest, serve("").Code, "no key, no service")
+
+	r := p.result("t", 2, []time.Duration{time.Second}, nil, 2*time.Second)
+	var results []sim.AttemptResult
+	var at []time.Duration
+	for _, a := range r.Attempts {
+		results = append(results, a.Result)
+		at = append(at, a.At)
+	}
+	assert.Equal(t, []sim.AttemptResult{sim.Down, sim.Sent, sim.Duplicate, sim.Throttled, sim.Sent}, results)
+	assert.Equal(t, []time.Duration{999 * time.Millisecond, time.Second, time.Second, time.Second, 2 * time.Second}, at)
+	assert.Equal(t, 2, r.Sent)
+	assert.Equal(t, 1, r.Summary.Duplicates)
+	assert.Equal(t, 5, r.Summary.Attempts)
+	assert.Equal(t, 4, r.Summary.PeakPerSecond)
+	assert.Equal(t, 2, r.Attempts[4].N, "job-2's second attempt")
+	assert.Equal(t, 2, r.Attempts[4].Job)
+}
+
+func TestLiveProviderHoldsLostReplies(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := newLiveProvider(func() time.Time { return now }, 0, 10, 1, 1) // every reply lost
+	p.begin()
+	p.close() // frees the held handler at once
+	req := httptest.NewRequest(http.MethodPost, "/notify", nil)
+	req.Header.Set("Idempotency-Key", "job-3")
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	assert.Zero(t, rec.Body.Len())
+	r := p.result("t", 1, nil, nil, 0)
+	require.Len(t, r.Attempts, 1)
+	assert.Equal(t, sim.LostReply, r.Attempts[0].Result)
+	assert.Equal(t, 1, r.Sent, "sent, though the reply is held")
+	p.close() // twice is fine
+}
+
+func TestSummaryTableMarksNothingDelivered(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	writeSummaryTable(&out, []sim.DrillResult{{Name: "none", Summary: sim.Summary{Jobs: 3, DeadLettered: 3, Attempts: 15}}})
+	lines := strings.Split(out.String(), "\n")
+	require.GreaterOrEqual(t, len(lines), 2)
+	assert.Equal(t, []string{"none", "0", "3", "15", "-", "0", "0.0", "s", "-", "-", "0"}, strings.Fields(lines[1]))
+}

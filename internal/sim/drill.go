@@ -1,0 +1,467 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/seed93a044d1/retry"
+)
+
+// The outage drill: a batch of notification jobs meets a provider outage.
+//
+// All jobs are queued at time 0 (DrillConfig.Arrival can spread them out). A
+// worker does not sleep on a job: it keeps, for each job, the time of its
+// next attempt, computed by retry.Next from the attempt's error, and a
+// dispatcher sends jobs as they come due. A job whose
+// retries Next or the budget refuse goes to the dead-letter list with the
+// reason. Every attempt carries the job's idempotency key, so the provider
+// sends each notification at most once.
+//
+// Details the scenario leaves open, decided here:
+//
+//   - Down means no answer: from time 0 until Outage the provider accepts
+//     requests and never replies, so an attempt ends at the policy's
+//     AttemptTimeout with context.DeadlineExceeded, an outcome the worker
+//     cannot tell from a lost reply. (With no AttemptTimeout it answers 503 at
+//     once instead.) Nothing is sent while it is down.
+//   - Once up, the provider serves at most Capacity requests in each
+//     one-second window of virtual time (windows start at whole seconds since
+//     time 0). Above that it answers 429 with Retry-After set to the time
+//     until the window resets, rounded up to whole seconds as the header
+//     carries them: so always 1 s. Throttled requests do not count against
+//     the capacity.
+//   - A served request with a new key sends the notification; one with a key
+//     already sent answers 200 without sending again (a duplicate
+//     suppressed). A fraction LostReplies of served requests lose their reply
+//     on the way back: the worker sees a timeout at AttemptTimeout and
+//     retries with the same key.
+//   - The limiter delays a job when it comes due: the dispatcher takes due
+//     jobs in order and reserves a token for each (ReserveN(due, 1)); the
+//     attempt goes out after the reservation's delay. Reserving in due order
+//     makes the limiter a FIFO queue, so the provider never sees more than
+//     the limit plus the burst in any second. (Do reserves when it decides
+//     to retry, and waits max(backoff, the reservation's delay); here the
+//     queue of first attempts is longer than any backoff, so that gives
+//     nearly the same schedule.)
+//   - The budget is asked as Do asks it: a deposit when a job's first
+//     attempt is sent, a withdrawal after each failure that Next would retry;
+//     a refusal dead-letters the job at once.
+//   - A job is delivered when the worker gets a 200 (a duplicate's
+//     included); its delivery latency runs from its queueing until then.
+
+// Parameters of the drill.
+const (
+	DrillJobs        = 10_000
+	DrillOutage      = 10 * time.Second
+	DrillCapacity    = 300 // requests per second once the provider is up
+	DrillLostReplies = 0.01
+)
+
+// epoch is virtual time 0 as a time.Time, for the limiter, the budget and
+// Next, which take the time as an argument.
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// DrillPolicy returns the policy of the drill as given: at most 5 attempts,
+// Exponential{Base: 500ms, Cap: 30s} with full jitter, a 2 s attempt timeout,
+// and a fresh provider-wide rate.Limiter of 200 attempts per second (burst
+// 20), retries included. It is the design notes' policy without the budget.
+func DrillPolicy() retry.Policy {
+	return retry.Policy{
+		MaxAttempts:    5,
+		Backoff:        retry.Exponential{Base: 500 * time.Millisecond, Cap: 30 * time.Second},
+		Limiter:        rate.NewLimiter(200, 20),
+		AttemptTimeout: 2 * time.Second,
+	}
+}
+
+// DrillConfig is one run of the drill. The Policy's Limiter and Budget hold
+// state, so a DrillConfig runs once; build a fresh one (DrillVariants) for
+// each run.
+type DrillConfig struct {
+	Name string
+	Jobs int
+	// Arrival spreads the jobs' queueing evenly over [0, Arrival): job i is
+	// queued at i*Arrival/Jobs. 0 queues them all at time 0.
+	Arrival     time.Duration
+	Outage      time.Duration // the provider is down from time 0 until then
+	Capacity    int           // requests served per one-second window once up
+	LostReplies float64       // fraction of served requests whose reply is lost
+	// Policy decides each retry through retry.Next; its Limiter paces every
+	// attempt and its Budget, if any, must grant every retry.
+	Policy retry.Policy
+	Seed   uint64
+}
+
+// DrillVariants returns the drill's comparison, each with fresh state: the
+// policy as given; without jitter; without the limiter; with a 10% retry
+// budget (retry.NewBudget(0.1, 0): no floor, so the ratio alone decides);
+// and, to show the waves that jitter prevents, without jitter or limiter.
+func DrillVariants(seed uint64) []DrillConfig {
+	base := func(name string) DrillConfig {
+		return DrillConfig{
+			Name: name, Jobs: DrillJobs, Outage: DrillOutage, Capacity: DrillCapacity,
+			LostReplies: DrillLostReplies, Policy: DrillPolicy(), Seed: seed,
+		}
+	}
+	noJitter := func(p *retry.Policy) {
+		e := p.Backoff.(retry.Exponential)
+		e.Jitter = retry.NoJitter
+		p.Backoff = e
+	}
+	given := base("as given")
+	nj := base("no jitter")
+	noJitter(&nj.Policy)
+	nl := base("no limiter")
+	nl.Policy.Limiter = nil
+	budget := base("10% budget")
+	budget.Policy.Budget = retry.NewBudget(0.1, 0)
+	neither := base("no jitter, no limiter")
+	noJitter(&neither.Policy)
+	neither.Policy.Limiter = nil
+	return []DrillConfig{given, nj, nl, budget, neither}
+}
+
+// AttemptResult is what became of one attempt at the provider.
+type AttemptResult uint8
+
+const (
+	// Sent: served, the notification was sent, and the reply arrived.
+	Sent AttemptResult = iota
+	// Duplicate: served, but the key had been sent before, so the provider
+	// answered 200 without sending again.
+	Duplicate
+	// LostReply: served (sent or duplicate), but the reply was lost and the
+	// worker timed out.
+	LostReply
+	// Throttled: above capacity, answered 429 with Retry-After.
+	Throttled
+	// Down: the provider was down; the worker timed out (or got a 503).
+	Down
+)
+
+// String returns the result's name.
+func (r AttemptResult) String() string {
+	switch r {
+	case Sent:
+		return "sent"
+	case Duplicate:
+		return "duplicate"
+	case LostReply:
+		return "lost reply"
+	case Throttled:
+		return "throttled"
+	case Down:
+		return "down"
+	}
+	return fmt.Sprintf("AttemptResult(%d)", uint8(r))
+}
+
+// Attempt is one attempt as the provider saw it.
+type Attempt struct {
+	At     time.Duration // virtual time it reached the provider
+	Job    int
+	N      int // 1 for the job's first attempt
+	Result AttemptResult
+}
+
+// DeadLetter is a job that was given up on.
+type DeadLetter struct {
+	Job      int
+	At       time.Duration
+	Attempts int
+	Reason   error // retry.ErrExhausted, retry.ErrBudgetExhausted, ...
+	Last     error // the last attempt's error
+}
+
+// DrillResult is the outcome of one run of the drill.
+type DrillResult struct {
+	Name        string
+	Summary     Summary
+	Attempts    []Attempt // in the order they reached the provider
+	DeadLetters []DeadLetter
+	// Sent is the number of notifications the provider sent; with the
+	// idempotency key it is at most one per job, whatever the retries.
+	Sent int
+}
+
+// Count returns the number of attempts with the given result.
+func (r *DrillResult) Count(res AttemptResult) int {
+	n := 0
+	for _, a := range r.Attempts {
+		if a.Result == res {
+			n++
+		}
+	}
+	return n
+}
+
+// RetriedAfter returns the number of attempts with the given result that
+// the job retried: for Throttled, the 429s whose Retry-After was honoured.
+func (r *DrillResult) RetriedAfter(res AttemptResult) int {
+	last := map[int]AttemptResult{}
+	n := 0
+	for _, a := range r.Attempts {
+		if prev, ok := last[a.Job]; ok && prev == res {
+			n++
+		}
+		last[a.Job] = a.Result
+	}
+	return n
+}
+
+// DeadByReason returns the dead letters counted by reason, in order of
+// first appearance.
+func (r *DrillResult) DeadByReason() []ReasonCount {
+	var out []ReasonCount
+	for _, d := range r.DeadLetters {
+		i := slices.IndexFunc(out, func(rc ReasonCount) bool { return rc.Reason == d.Reason })
+		if i < 0 {
+			out = append(out, ReasonCount{Reason: d.Reason})
+			i = len(out) - 1
+		}
+		out[i].Count++
+	}
+	return out
+}
+
+// ReasonCount is a number of dead letters with one reason.
+type ReasonCount struct {
+	Reason error
+	Count  int
+}
+
+// The errors the worker sees.
+var (
+	errNoAnswer = fmt.Errorf("provider: no answer within the attempt timeout: %w", context.DeadlineExceeded)
+	errDown     = &retry.ResponseError{StatusCode: 503, Status: "503 Service Unavailable"}
+	errNoToken  = errors.New("sim: the limiter's burst is 0: no attempt can start")
+)
+
+// Kinds of drill event.
+const (
+	jobDue    uint8 = iota // the job's persisted next-attempt time has come
+	jobSend                // the attempt reaches the provider
+	jobAnswer              // the attempt's outcome reaches the worker
+)
+
+type drillEvent struct {
+	kind   uint8
+	result AttemptResult // jobAnswer
+	job    int32
+	err    error // jobAnswer: the error for a failed attempt
+}
+
+// RunDrill runs the drill in virtual time and returns its outcome. Every
+// job ends delivered or dead-lettered. It panics if c.Jobs is negative.
+func RunDrill(c DrillConfig) DrillResult {
+	p := c.Policy
+	rng := rand.New(rand.NewPCG(c.Seed, 0x0dd1))
+	res := DrillResult{Name: c.Name, Attempts: make([]Attempt, 0, c.Jobs*5/4)}
+	var (
+		q         Queue[drillEvent]
+		attempts  = make([]int, c.Jobs)
+		prev      = make([]time.Duration, c.Jobs)
+		keys      = make([]bool, c.Jobs) // the provider's idempotency-key store
+		latencies = make([]time.Duration, 0, c.Jobs)
+		window    = time.Duration(-1) // the provider's current one-second window
+		served    int                 // requests served in it
+		finished  time.Duration       // when the last job was delivered or dead-lettered
+	)
+	lost := c.LostReplies
+	if p.AttemptTimeout <= 0 {
+		lost = 0 // a lost reply with no timeout would hang the job for ever
+	}
+	deadLetter := func(job int, now time.Duration, reason, last error) {
+		res.DeadLetters = append(res.DeadLetters, DeadLetter{Job: job, At: now, Attempts: attempts[job], Reason: reason, Last: last})
+		finished = now
+	}
+	// provider decides the fate of an attempt that reaches it at now.
+	provider := func(now time.Duration, job int) (AttemptResult, error) {
+		if now < c.Outage {
+			if p.AttemptTimeout > 0 {
+				return Down, errNoAnswer
+			}
+			return Down, errDown
+		}
+		if w := now.Truncate(time.Second); w != window {
+			window, served = w, 0
+		}
+		if served >= c.Capacity {
+			reset := window + time.Second - now
+			after := (reset + time.Second - 1).Truncate(time.Second)
+			return Throttled, &retry.ResponseError{StatusCode: 429, Status: "429 Too Many Requests", RetryAfter: after}
+		}
+		served++
+		r := Sent
+		if keys[job] {
+			r = Duplicate
+		} else {
+			keys[job] = true
+			res.Sent++
+		}
+		if lost > 0 && rng.Float64() < lost {
+			return LostReply, errNoAnswer
+		}
+		return r, nil
+	}
+
+	queued := func(job int) time.Duration {
+		if c.Arrival <= 0 {
+			return 0
+		}
+		return time.Duration(int64(job) * int64(c.Arrival) / int64(c.Jobs))
+	}
+	for j := range c.Jobs {
+		q.Schedule(queued(j), drillEvent{kind: jobDue, job: int32(j)})
+	}
+	for {
+		ev, ok := q.Pop()
+		if !ok {
+			break
+		}
+		now, job := q.Now(), int(ev.job)
+		t := epoch.Add(now)
+		switch ev.kind {
+		case jobDue:
+			var delay time.Duration
+			if p.Limiter != nil {
+				r := p.Limiter.ReserveN(t, 1)
+				if !r.OK() {
+					deadLetter(job, now, errNoToken, nil)
+					continue
+				}
+				delay = r.DelayFrom(t)
+			}
+			q.After(delay, drillEvent{kind: jobSend, job: ev.job})
+		case jobSend:
+			attempts[job]++
+			if attempts[job] == 1 && p.Budget != nil {
+				p.Budget.Deposit(t)
+			}
+			r, err := provider(now, job)
+			res.Attempts = append(res.Attempts, Attempt{At: now, Job: job, N: attempts[job], Result: r})
+			var after time.Duration
+			if r == Down || r == LostReply {
+				after = max(p.AttemptTimeout, 0)
+			}
+			q.After(after, drillEvent{kind: jobAnswer, job: ev.job, result: r, err: err})
+		case jobAnswer:
+			if ev.err == nil {
+				latencies = append(latencies, now-queued(job))
+				finished = now
+				continue
+			}
+			wait, stop := retry.Next(p, attempts[job], prev[job], ev.err, t, time.Time{}, rng.Float64())
+			if stop != nil {
+				deadLetter(job, now, stop, ev.err)
+				continue
+			}
+			if p.Budget != nil && !p.Budget.Withdraw(t) {
+				deadLetter(job, now, retry.ErrBudgetExhausted, ev.err)
+				continue
+			}
+			prev[job] = wait
+			q.After(wait, drillEvent{kind: jobDue, job: ev.job})
+		}
+	}
+	times := make([]time.Duration, len(res.Attempts))
+	for i, a := range res.Attempts {
+		times[i] = a.At
+	}
+	res.Summary = Summarize(c.Jobs, times, latencies, len(res.DeadLetters), finished)
+	res.Summary.Duplicates = res.Count(Duplicate)
+	return res
+}
+
+// Summary is the drill's report, for the simulation and the live run alike.
+type Summary struct {
+	Jobs         int
+	Delivered    int
+	DeadLettered int
+	Attempts     int
+	// Duplicates is the number of attempts whose key had already been sent:
+	// notifications the idempotency key kept from going out twice.
+	Duplicates    int
+	PeakPerSecond int           // most attempts reaching the provider in any one-second window
+	Drain         time.Duration // until the last job was delivered or dead-lettered
+	P50, P99      time.Duration // delivery latency (from queueing) of the delivered jobs
+}
+
+// RetriesPerDelivered returns every retry made (those of dead-lettered jobs
+// included) divided by the jobs delivered: what each delivery cost in
+// retries. It is NaN when nothing was delivered.
+func (s Summary) RetriesPerDelivered() float64 {
+	if s.Delivered == 0 {
+		return math.NaN()
+	}
+	return float64(s.Attempts-s.Jobs) / float64(s.Delivered)
+}
+
+// Summarize builds a Summary from the attempt times (in any order), the
+// delivery latencies, the number of dead letters and the drain time.
+func Summarize(jobs int, attempts, latencies []time.Duration, deadLettered int, drain time.Duration) Summary {
+	s := Summary{
+		Jobs:          jobs,
+		Delivered:     len(latencies),
+		DeadLettered:  deadLettered,
+		Attempts:      len(attempts),
+		PeakPerSecond: PeakPerSecond(attempts),
+		Drain:         drain,
+	}
+	lat := slices.Clone(latencies)
+	slices.Sort(lat)
+	s.P50 = Percentile(lat, 0.50)
+	s.P99 = Percentile(lat, 0.99)
+	return s
+}
+
+// Percentile returns the nearest-rank percentile q (0 < q <= 1) of sorted
+// values: the smallest value with at least a fraction q of the values at or
+// below it. It is 0 for no values.
+func Percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// PeakPerSecond returns the largest number of times (in any order) that fall
+// in any window [t, t+1s): the peak rate over a sliding one-second window.
+func PeakPerSecond(times []time.Duration) int {
+	ts := slices.Clone(times)
+	slices.Sort(ts)
+	peak, lo := 0, 0
+	for hi, t := range ts {
+		for ts[lo] <= t-time.Second {
+			lo++
+		}
+		peak = max(peak, hi-lo+1)
+	}
+	return peak
+}
+
+// PerSecond returns the attempts per second in consecutive bins of width bin
+// from time 0, covering every time given (in any order): for the charts.
+func PerSecond(times []time.Duration, bin time.Duration) []float64 {
+	if len(times) == 0 || bin <= 0 {
+		return nil
+	}
+	last := slices.Max(times)
+	out := make([]float64, int(last/bin)+1)
+	for _, t := range times {
+		out[int(max(t, 0)/bin)]++
+	}
+	scale := float64(time.Second) / float64(bin)
+	for i := range out {
+		out[i] *= scale
+	}
+	return out
+}

@@ -1,0 +1,400 @@
+package sim_test
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/internal/sim"
+)
+
+// drillResults runs every variant of the drill once, with seed 1, and shares
+// the results between the tests (the runs are deterministic).
+var drillResults = sync.OnceValue(func() map[string]sim.DrillResult {
+	out := map[string]sim.DrillResult{}
+	for _, c := range sim.DrillVariants(1) {
+		out[c.Name] = sim.RunDrill(c)
+	}
+	return out
+})
+
+func drill(t *testing.T, name string) sim.DrillResult {
+	t.Helper()
+	r, ok := drillResults()[name]
+	require.True(t, ok, "no variant %q", name)
+	return r
+}
+
+var variantNames = []string{"as given", "no jitter", "no limiter", "10% budget", "no jitter, no limiter"}
+
+func TestDrillVariants(t *testing.T) {
+	t.Parallel()
+	vs := sim.DrillVariants(1)
+	require.Len(t, vs, len(variantNames))
+	for i, v := range vs {
+		assert.Equal(t, variantNames[i], v.Name)
+		assert.Equal(t, 10_000, v.Jobs)
+		assert.Equal(t, 10*time.Second, v.Outage)
+		assert.Equal(t, 300, v.Capacity)
+		assert.Equal(t, 5, v.Policy.MaxAttempts)
+	}
+	given := vs[0].Policy
+	assert.Equal(t, retry.Exponential{Base: 500 * ms, Cap: 30 * time.Second}, given.Backoff)
+	require.NotNil(t, given.Limiter)
+	assert.Equal(t, 200.0, float64(given.Limiter.Limit()))
+	assert.Nil(t, given.Budget)
+	assert.Equal(t, retry.NoJitter, vs[1].Policy.Backoff.(retry.Exponential).Jitter)
+	assert.Nil(t, vs[2].Policy.Limiter)
+	assert.NotNil(t, vs[3].Policy.Budget)
+	assert.NotNil(t, vs[3].Policy.Limiter)
+	assert.Nil(t, vs[4].Policy.Limiter)
+	assert.NotSame(t, vs[0].Policy.Limiter, vs[1].Policy.Limiter, "each variant needs its own limiter")
+}
+
+// TestDrillLosesNoJob checks the accounting of every variant: each job ends
+// delivered or dead-lettered, once; attempts add up; the provider sends each
+// notification at most once.
+func TestDrillLosesNoJob(t *testing.T) {
+	t.Parallel()
+	for _, name := range variantNames {
+		t.Run(name, func(t *testing.T) {
+			r := drill(t, name)
+			s := r.Summary
+			assert.Equal(t, 10_000, s.Jobs)
+			assert.Equal(t, 10_000, s.Delivered+s.DeadLettered, "delivered %d + dead-lettered %d", s.Delivered, s.DeadLettered)
+			assert.Equal(t, len(r.Attempts), s.Attempts)
+
+			// Plain comparisons in the loops, one assertion after: an
+			// assertion per attempt would cost seconds under -race.
+			perJob := make([]int, s.Jobs)
+			misnumbered := 0
+			for _, a := range r.Attempts {
+				perJob[a.Job]++
+				if perJob[a.Job] != a.N {
+					misnumbered++
+				}
+			}
+			assert.Zero(t, misnumbered, "attempts numbered out of order")
+			dead := map[int]bool{}
+			for _, d := range r.DeadLetters {
+				assert.False(t, dead[d.Job], "job %d dead-lettered twice", d.Job)
+				dead[d.Job] = true
+				assert.Equal(t, perJob[d.Job], d.Attempts)
+				assert.Error(t, d.Last)
+			}
+			for job, n := range perJob {
+				if n < 1 || n > 5 {
+					assert.Fail(t, "attempts out of [1, 5]", "job %d made %d attempts", job, n)
+				}
+			}
+			assert.LessOrEqual(t, r.Sent, s.Jobs)
+			assert.GreaterOrEqual(t, r.Sent, s.Delivered, "every delivered job was sent")
+			assert.Equal(t, r.Sent, r.Count(sim.Sent)+countSentLost(r), "each key sent once")
+			assert.Equal(t, s.Duplicates, r.Count(sim.Duplicate))
+		})
+	}
+}
+
+// countSentLost counts lost replies to a job's first served attempt: those
+// sent a notification too.
+func countSentLost(r sim.DrillResult) int {
+	served := map[int]bool{}
+	n := 0
+	for _, a := range r.Attempts {
+		switch a.Result {
+		case sim.Sent, sim.Duplicate:
+			served[a.Job] = true
+		case sim.LostReply:
+			if !served[a.Job] {
+				n++
+			}
+			served[a.Job] = true
+		}
+	}
+	return n
+}
+
+func TestDrillDeadLetterReasons(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		reason error // the only reason, or nil for no dead letter
+	}{
+		{"as given", nil},
+		{"no jitter", nil},
+		{"no limiter", retry.ErrExhausted},
+		{"10% budget", retry.ErrBudgetExhausted},
+		{"no jitter, no limiter", retry.ErrExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := drill(t, tt.name)
+			if tt.reason == nil {
+				assert.Empty(t, r.DeadLetters)
+				return
+			}
+			require.NotEmpty(t, r.DeadLetters)
+			reasons := r.DeadByReason()
+			require.Len(t, reasons, 1)
+			assert.ErrorIs(t, reasons[0].Reason, tt.reason)
+			assert.Equal(t, len(r.DeadLetters), reasons[0].Count)
+		})
+	}
+}
+
+// TestDrillProviderModel checks the provider's side: nothing served while
+// down, no more than the capacity served in any one-second window after.
+func TestDrillProviderModel(t *testing.T) {
+	t.Parallel()
+	for _, name := range variantNames {
+		t.Run(name, func(t *testing.T) {
+			r := drill(t, name)
+			served := map[time.Duration]int{}
+			for _, a := range r.Attempts {
+				if (a.Result == sim.Down) != (a.At < 10*time.Second) {
+					assert.Fail(t, "down is the outage", "%v at %v", a.Result, a.At)
+				}
+				if a.Result != sim.Down && a.Result != sim.Throttled {
+					served[a.At.Truncate(time.Second)]++
+				}
+			}
+			for w, n := range served {
+				assert.LessOrEqual(t, n, 300, "%d served in the window at %v", n, w)
+			}
+		})
+	}
+}
+
+// spreadNoLimiter is the drill without its limiter, with the jobs queued
+// over 20 s instead of at once: the jobs queued late in the outage meet the
+// provider with attempts left, so 429s are retried.
+var spreadNoLimiter = sync.OnceValue(func() sim.DrillResult {
+	c := sim.DrillVariants(1)[2]
+	c.Arrival = 20 * time.Second
+	return sim.RunDrill(c)
+})
+
+// TestDrillHonoursWaits checks, for every job, the gap between an attempt and
+// the next: at least the 2 s attempt timeout after a timeout (outage or lost
+// reply), at least Retry-After (1 s) after a 429.
+func TestDrillHonoursWaits(t *testing.T) {
+	t.Parallel()
+	for _, name := range append(variantNames, "spread, no limiter") {
+		t.Run(name, func(t *testing.T) {
+			var r sim.DrillResult
+			if name == "spread, no limiter" {
+				r = spreadNoLimiter()
+				assert.Equal(t, 10_000, r.Summary.Delivered+r.Summary.DeadLettered)
+			} else {
+				r = drill(t, name)
+			}
+			last := map[int]sim.Attempt{}
+			throttled := 0
+			for _, a := range r.Attempts {
+				if p, ok := last[a.Job]; ok {
+					gap := a.At - p.At
+					switch p.Result {
+					case sim.Down, sim.LostReply:
+						if gap < 2*time.Second {
+							assert.Fail(t, "retried before the attempt timeout", "job %d: %v after a timeout", a.Job, gap)
+						}
+					case sim.Throttled:
+						throttled++
+						if gap < time.Second {
+							assert.Fail(t, "retried before Retry-After", "job %d: %v after a 429", a.Job, gap)
+						}
+					default:
+						assert.Fail(t, "an attempt after a success", "job %d", a.Job)
+					}
+				}
+				last[a.Job] = a
+			}
+			assert.Equal(t, throttled, r.RetriedAfter(sim.Throttled))
+			switch name {
+			case "spread, no limiter":
+				assert.Greater(t, throttled, 1000, "429s retried after Retry-After")
+			case "no limiter", "no jitter, no limiter":
+				// Queued at once, every job spends its first four attempts
+				// in the outage: only last attempts meet a 429.
+				assert.Zero(t, throttled)
+				assert.Positive(t, r.Count(sim.Throttled))
+			}
+		})
+	}
+}
+
+// TestDrillAsGivenByHand pins the as-given run to numbers that can be worked
+// out by hand: the limiter lets 20 attempts through at t = 0, then one every
+// 5 ms, so 2,019 first attempts go out before the provider is back at 10 s;
+// they time out and retry after the 10,000 first attempts, which take 50 s.
+func TestDrillAsGivenByHand(t *testing.T) {
+	t.Parallel()
+	r := drill(t, "as given")
+	s := r.Summary
+	assert.Equal(t, 2019, r.Count(sim.Down))
+	assert.Zero(t, r.Count(sim.Throttled))
+	assert.Equal(t, 10_000, s.Delivered)
+	assert.Equal(t, 219, s.PeakPerSecond, "burst 20 + 199 in the first second")
+	assert.Equal(t, 10_000+2019+r.Count(sim.LostReply), s.Attempts)
+	assert.InDelta(t, 0.01, float64(r.Count(sim.LostReply))/float64(s.Attempts-2019), 0.003)
+	assert.Greater(t, s.Drain, 60*time.Second)
+	assert.Less(t, s.Drain, 66*time.Second)
+	// The 5,000th delivery: 2,019 outage jobs go last, so it is the 5,000th
+	// of the others, sent 5 ms apart after t = 10 s: about 35 s.
+	assert.InDelta(t, 35.0, s.P50.Seconds(), 0.5)
+}
+
+// TestDrillWithoutJitterOrLimiterMovesInWaves pins the synchronised waves:
+// every job times out together (2 s), waits the same ceiling (0.5, 1, 2, 4
+// s) and comes back at the same instant, the last wave after the outage.
+func TestDrillWithoutJitterOrLimiterMovesInWaves(t *testing.T) {
+	t.Parallel()
+	r := drill(t, "no jitter, no limiter")
+	waves := map[time.Duration]int{}
+	for _, a := range r.Attempts {
+		waves[a.At]++
+	}
+	want := map[time.Duration]int{}
+	for _, at := range []time.Duration{0, 2500 * ms, 5500 * ms, 9500 * ms} {
+		want[at] = 10_000
+	}
+	// The last wave meets the provider up, but with 300 a second of
+	// capacity: it serves 300 and throttles the rest, who have no attempt left.
+	want[15500*ms] = 10_000
+	assert.Equal(t, want, waves)
+	assert.Equal(t, 300, r.Sent)
+	assert.Equal(t, 10_000, r.Summary.PeakPerSecond)
+	// With jitter the same policy spreads its attempts, and delivers more.
+	jittered := drill(t, "no limiter")
+	assert.Greater(t, jittered.Summary.Delivered, 3*r.Summary.Delivered)
+}
+
+func TestDrillLimiterPacesEveryVariantThatHasOne(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"as given", "no jitter", "10% budget"} {
+		t.Run(name, func(t *testing.T) {
+			assert.LessOrEqual(t, drill(t, name).Summary.PeakPerSecond, 220, "limit 200/s + burst 20")
+		})
+	}
+	assert.Equal(t, 10_000, drill(t, "no limiter").Summary.PeakPerSecond)
+}
+
+func TestDrillBudgetShedsOutageRetries(t *testing.T) {
+	t.Parallel()
+	// A 10% budget earns 0.1 token per first attempt: about 200 tokens by
+	// the time the 2,019 outage attempts have failed, so about 1,800 jobs
+	// are dead-lettered that the limiter alone would have delivered.
+	r := drill(t, "10% budget")
+	assert.InDelta(t, 1800, r.Summary.DeadLettered, 100)
+	assert.Less(t, r.Summary.Attempts, drill(t, "as given").Summary.Attempts)
+}
+
+func TestDrillIsReproducible(t *testing.T) {
+	t.Parallel()
+	run := func(seed uint64) sim.DrillResult {
+		c := sim.DrillVariants(seed)[2]
+		c.Jobs = 1000
+		return sim.RunDrill(c)
+	}
+	a, b, c := run(7), run(7), run(8)
+	assert.Equal(t, a.Summary, b.Summary)
+	assert.Equal(t, a.Attempts, b.Attempts)
+	assert.NotEqual(t, a.Attempts, c.Attempts)
+}
+
+func TestDrillWithoutAttemptTimeoutAnswers503(t *testing.T) {
+	t.Parallel()
+	c := sim.DrillVariants(1)[0]
+	c.Jobs = 100
+	c.Policy.AttemptTimeout = 0
+	r := sim.RunDrill(c)
+	assert.Equal(t, 100, r.Summary.Delivered+r.Summary.DeadLettered)
+	assert.Zero(t, r.Count(sim.LostReply), "no timeout, no lost reply")
+	require.NotEmpty(t, r.DeadLetters)
+	var re *retry.ResponseError
+	require.True(t, errors.As(r.DeadLetters[0].Last, &re))
+	assert.Equal(t, 503, re.StatusCode)
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	attempts := []time.Duration{3 * time.Second, 0, 500 * ms, 999 * ms, time.Second, 1500 * ms}
+	lat := []time.Duration{4 * time.Second, 1 * time.Second, 3 * time.Second, 2 * time.Second}
+	s := sim.Summarize(6, attempts, lat, 2, 5*time.Second)
+	assert.Equal(t, sim.Summary{
+		Jobs: 6, Delivered: 4, DeadLettered: 2, Attempts: 6,
+		PeakPerSecond: 3, // 500ms, 999ms, 1s (1.5s is out of [500ms, 1.5s))
+		Drain:         5 * time.Second, P50: 2 * time.Second, P99: 4 * time.Second,
+	}, s)
+	assert.Equal(t, 0.0, s.RetriesPerDelivered())
+	assert.True(t, math.IsNaN(sim.Summary{Jobs: 3, Attempts: 9}.RetriesPerDelivered()))
+	assert.Equal(t, 2.0, sim.Summary{Jobs: 3, Attempts: 9, Delivered: 3}.RetriesPerDelivered())
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	sorted := make([]time.Duration, 100)
+	for i := range sorted {
+		sorted[i] = time.Duration(i+1) * ms
+	}
+	tests := []struct {
+		name string
+		in   []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{"empty", nil, 0.5, 0},
+		{"one", []time.Duration{7 * ms}, 0.99, 7 * ms},
+		{"p50 of 100", sorted, 0.50, 50 * ms},
+		{"p99 of 100", sorted, 0.99, 99 * ms},
+		{"p100", sorted, 1, 100 * ms},
+		{"p0 is the first", sorted, 0, 1 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := sim.Percentile(tt.in, tt.q)
+			assert.Equal(t, tt.want, got, "Percentile(%v) = %v, want %v", tt.q, got, tt.want)
+		})
+	}
+}
+
+func TestPeakPerSecond(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   []time.Duration
+		want int
+	}{
+		{"none", nil, 0},
+		{"one", []time.Duration{5 * time.Second}, 1},
+		{"a window is half-open", []time.Duration{0, time.Second, 2 * time.Second}, 1},
+		{"sliding, not aligned", []time.Duration{900 * ms, 1100 * ms, 1800 * ms, 2500 * ms}, 3},
+		{"same instant", []time.Duration{ms, ms, ms}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := sim.PeakPerSecond(tt.in)
+			assert.Equal(t, tt.want, got, "PeakPerSecond = %d, want %d", got, tt.want)
+		})
+	}
+}
+
+func TestPerSecond(t *testing.T) {
+	t.Parallel()
+	got := sim.PerSecond([]time.Duration{0, 50 * ms, 100 * ms, 350 * ms}, 100*ms)
+	assert.Equal(t, []float64{20, 10, 0, 10}, got)
+	assert.Nil(t, sim.PerSecond(nil, 100*ms))
+}
+
+func BenchmarkDrill(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		sim.RunDrill(sim.DrillVariants(1)[2])
+	}
+}
