@@ -46,8 +46,14 @@ type Policy struct {
 	Budget Budget
 
 	// Limiter, when set, paces every attempt, retries included, through
-	// ReserveN on the call's one timer. A wait for the limiter also counts
-	// against the caller's deadline. nil means no pacing.
+	// ReserveN on the call's one timer. A retry's token is reserved when the
+	// retry is decided, and the next attempt starts after the longer of the
+	// backoff and the reservation's delay, so a token freed during the
+	// backoff costs no second wait. The limiter thus spaces the times at
+	// which retries are scheduled: calls that fail together and wait the
+	// same unjittered backoff can still start together, so keep jitter on.
+	// A wait for the limiter also counts against the caller's deadline. nil
+	// means no pacing.
 	Limiter *rate.Limiter
 
 	// AttemptTimeout, when positive, bounds each attempt: fn's context ends
