@@ -189,24 +189,15 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 	now := start
 
 	// The first attempt is paced by the limiter but never refused by the budget.
-	if p.Limiter != nil {
-		r := p.Limiter.ReserveN(now, 1)
-		if !r.OK() {
-			return c.stop(now, errLimiterBurst)
+	if r, wait, reason := pace(p.Limiter, p.MinAttemptTime, now, 0, deadline); reason != nil {
+		return c.stop(now, reason)
+	} else if wait > 0 {
+		if !c.sleep(ctx, r, wait) {
+			return c.stop(time.Now(), stopCause(ctx))
 		}
-		if d := r.DelayFrom(now); d > 0 {
-			if !fits(now, d, p.MinAttemptTime, deadline) {
-				r.CancelAt(now)
-				return c.stop(now, ErrNoTimeLeft)
-			}
-			if !c.sleep(ctx, d) {
-				r.CancelAt(time.Now())
-				return c.stop(time.Now(), stopCause(ctx))
-			}
-			now = time.Now()
-			if passed(ctx, now) {
-				return c.stop(now, stopCause(ctx))
-			}
+		now = time.Now()
+		if passed(ctx, now) {
+			return c.stop(now, stopCause(ctx))
 		}
 	}
 	if p.Budget != nil {
@@ -236,36 +227,21 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		}
 		prev = wait
 
-		// A token freed while we wait for the backoff needs no second wait:
-		// the next attempt starts after max(wait, the limiter's delay).
-		var r *rate.Reservation
-		if p.Limiter != nil {
-			r = p.Limiter.ReserveN(now, 1)
-			if !r.OK() {
-				return c.stop(now, errLimiterBurst)
-			}
-			wait = max(wait, r.DelayFrom(now))
-			if !fits(now, wait, p.MinAttemptTime, deadline) {
-				r.CancelAt(now)
-				return c.stop(now, ErrNoTimeLeft)
-			}
+		r, wait, reason := pace(p.Limiter, p.MinAttemptTime, now, wait, deadline)
+		if reason != nil {
+			return c.stop(now, reason)
 		}
 		// The budget is asked last, so a retry refused for any other reason
 		// costs no token.
 		if p.Budget != nil && !p.Budget.Withdraw(now) {
-			if r != nil {
-				r.CancelAt(now)
-			}
+			cancel(r, now)
 			return c.stop(now, ErrBudgetExhausted)
 		}
 		if p.OnRetry != nil {
 			p.OnRetry(RetryEvent{Attempt: c.attempts, Err: c.last, Wait: wait, Elapsed: now.Sub(start)})
 		}
 		if wait > 0 {
-			if !c.sleep(ctx, wait) {
-				if r != nil {
-					r.CancelAt(time.Now())
-				}
+			if !c.sleep(ctx, r, wait) {
 				return c.stop(time.Now(), stopCause(ctx))
 			}
 			now = time.Now()
@@ -296,9 +272,41 @@ func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline
 	return fn(actx)
 }
 
+// pace reserves the limiter's token for an attempt due after wait and
+// returns the time until the attempt may start: the longer of wait and the
+// reservation's delay, since a token freed during the wait needs no second
+// wait. When the limiter lengthens the wait, it stops, giving the token back,
+// unless the attempt would still start MinAttemptTime before the deadline
+// (Next has checked the wait it gave).
+func pace(lim *rate.Limiter, minAttempt time.Duration, now time.Time, wait time.Duration, deadline time.Time) (*rate.Reservation, time.Duration, error) {
+	if lim == nil {
+		return nil, wait, nil
+	}
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return nil, 0, errLimiterBurst
+	}
+	if d := r.DelayFrom(now); d > wait {
+		if !fits(now, d, minAttempt, deadline) {
+			r.CancelAt(now)
+			return nil, 0, ErrNoTimeLeft
+		}
+		wait = d
+	}
+	return r, wait, nil
+}
+
+// cancel gives a reservation's token back, if there is one.
+func cancel(r *rate.Reservation, now time.Time) {
+	if r != nil {
+		r.CancelAt(now)
+	}
+}
+
 // sleep waits d on the call's one timer and reports whether it ran out
-// before ctx ended.
-func (c *call) sleep(ctx context.Context, d time.Duration) bool {
+// before ctx ended. If it did not, the reservation r for the attempt that
+// will not happen is cancelled.
+func (c *call) sleep(ctx context.Context, r *rate.Reservation, d time.Duration) bool {
 	if c.timer == nil {
 		c.timer = time.NewTimer(d)
 	} else {
@@ -309,6 +317,7 @@ func (c *call) sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		c.timer.Stop()
+		cancel(r, time.Now())
 		return false
 	}
 }
