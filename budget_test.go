@@ -975,6 +975,36 @@ func BenchmarkBudget(b *testing.B) {
 				}
 			})
 		})
+		// Healthy traffic: every call deposits into a full bucket and none
+		// retries. This is the path nearly every call takes.
+		b.Run(bb.name+"/parallel-full", func(b *testing.B) {
+			budget := bb.new()
+			for range 1000 {
+				budget.Deposit(now)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					budget.Deposit(now)
+				}
+			})
+		})
+		// Calls do work between their visits to the budget: with some, the
+		// budget is contended now and then, not on every instruction.
+		b.Run(bb.name+"/parallel-with-work", func(b *testing.B) {
+			budget := bb.new()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				x := uint64(1)
+				for pb.Next() {
+					budget.Deposit(now)
+					x = budgetWork(x)
+					budget.Withdraw(now)
+					x = budgetWork(x)
+				}
+				budgetSink.Add(x)
+			})
+		})
 	}
 }
 
@@ -991,4 +1021,17 @@ func BenchmarkDoBudgetRefusal(b *testing.B) {
 			b.Fatalf("Do = %v, want ErrBudgetExhausted", err)
 		}
 	}
+}
+
+var budgetSink atomic.Uint64
+
+// budgetWork stands for the work a call does between its visits to the
+// budget: about 100ns of arithmetic that touches no shared memory.
+func budgetWork(x uint64) uint64 {
+	for range 64 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
 }
