@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,4 +223,33 @@ func TestSummaryTableMarksNothingDelivered(t *testing.T) {
 	lines := strings.Split(out.String(), "\n")
 	require.GreaterOrEqual(t, len(lines), 2)
 	assert.Equal(t, []string{"none", "0", "3", "15", "-", "0", "0.0", "s", "-", "-", "0"}, strings.Fields(lines[1]))
+}
+
+// FuzzParseInts checks the -clients parser: it never panics, and what it
+// accepts is a non-empty list of positive counts that it reads back the same.
+func FuzzParseInts(f *testing.F) {
+	for _, s := range []string{"10,20,30", " 5 , 7 ", "", ",", "0", "-1", "1e3", "99999999999999999999", "3,,4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ns, err := parseInts(s)
+		if err != nil {
+			if ns != nil {
+				t.Fatalf("parseInts(%q) = %v with error %v", s, ns, err)
+			}
+			return
+		}
+		if len(ns) == 0 {
+			t.Fatalf("parseInts(%q) accepted an empty list", s)
+		}
+		for _, n := range ns {
+			if n < 1 {
+				t.Fatalf("parseInts(%q) = %v, holds %d", s, ns, n)
+			}
+		}
+		again, err := parseInts(joinInts(ns))
+		if err != nil || !slices.Equal(again, ns) {
+			t.Fatalf("parseInts(joinInts(%v)) = %v, %v", ns, again, err)
+		}
+	})
 }

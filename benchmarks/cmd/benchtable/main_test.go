@@ -210,3 +210,22 @@ func TestOursPeersAndFloor(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse feeds arbitrary text to the parser and the table writer: bad
+// input gives an error or a table, never a panic.
+func FuzzParse(f *testing.F) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "raw.txt"))
+	require.NoError(f, err)
+	f.Add(string(raw))
+	f.Add("BenchmarkSuccess/lib=retry-2 \t 100 \t 52.0 ns/op \t 0 B/op \t 0 allocs/op\n")
+	f.Add("BenchmarkX-2 1 NaN ns/op\n")
+	f.Add("BenchmarkX/lib=-0 0 -1 ns/op 5 weird\n")
+	f.Add("goos: linux\ncpu: x\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		rep, err := parse(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		_ = rep.markdown(options{date: "2026-11-30", floor: "direct", ours: "retry"})
+	})
+}
