@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/internal/sim"
+	"github.com/seed93a044d1/retry/retryhttp"
 )
 
 // The live drill is the simulated drill for real, at a tenth of its times
@@ -47,11 +48,11 @@ func livePolicy() retry.Policy {
 // liveDrill runs the live drill twice, with the policy as given and without
 // its limiter, and prints the same summary as the simulated drill.
 func liveDrill(c config, stdout, stderr io.Writer) ([]string, error) {
-	fmt.Fprintf(stdout, "\nLIVE DRILL: %d jobs, each a goroutine calling retry.Do against a loopback HTTP server (real time)\n", liveJobs)
+	fmt.Fprintf(stdout, "\nLIVE DRILL: %d jobs, each a goroutine sending through retryhttp against a loopback HTTP server (real time)\n", liveJobs)
 	fmt.Fprintf(stdout, "Server: hangs for %v (attempts time out), then serves %d requests per 1-second window, 429 with\n", liveOutage, liveCapacity)
 	fmt.Fprintf(stdout, "  Retry-After: 1 above that; dedups by Idempotency-Key; holds %.0f%% of served replies until the client gives up.\n", 100*liveLost)
 	fmt.Fprintf(stdout, "Policy: the drill's at a tenth of its times: MaxAttempts 5, Exponential{Base: 50ms, Cap: 3s}, AttemptTimeout 200ms,\n")
-	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20) used by Do itself (it reserves a token when it decides to retry).\n\n")
+	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20), all in a retryhttp.NewClient (Do reserves a token when it decides to retry).\n\n")
 	variants := []struct {
 		name   string
 		policy retry.Policy
@@ -94,7 +95,7 @@ func liveDrill(c config, stdout, stderr io.Writer) ([]string, error) {
 }
 
 // runLive serves the provider on 127.0.0.1, runs one goroutine per job
-// through retry.Do, and summarises what the server saw.
+// through a retryhttp client, and summarises what the server saw.
 func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,7 +115,7 @@ func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) 
 	tr.Proxy = nil // loopback only
 	tr.MaxIdleConnsPerHost = liveJobs
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
+	client := retryhttp.NewClient(&http.Client{Transport: tr}, p)
 	url := "http://" + ln.Addr().String() + "/notify"
 
 	ctx, cancel := context.WithTimeout(context.Background(), liveBound)
@@ -133,9 +134,7 @@ func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) 
 		go func() {
 			defer wg.Done()
 			key := "job-" + strconv.Itoa(job)
-			err := retry.Do(ctx, func(ctx context.Context) error {
-				return notify(ctx, client, url, key)
-			}, p)
+			err := notify(ctx, client, url, key)
 			at := time.Since(start)
 			mu.Lock()
 			defer mu.Unlock()
@@ -156,11 +155,14 @@ func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) 
 	return prov.result(name, liveJobs, latencies, dead, finished), nil
 }
 
-// notify makes one attempt: a POST with the job's idempotency key.
+// notify sends one job through the retrying client: a POST carrying the
+// job's idempotency key, which retryhttp therefore retries. It returns nil
+// for a 2xx, a *retry.ResponseError when retrying ended on a status (the
+// client hands back that last response), or the transport's *retry.Error.
 func notify(ctx context.Context, client *http.Client, url, key string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return retry.Permanent(err)
+		return err
 	}
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := client.Do(req)
