@@ -156,19 +156,10 @@ func month(s string) time.Month {
 	return 0
 }
 
-// digits parses a short string of ASCII digits (no sign, not empty).
+// digits parses a date field: a few ASCII digits, no sign, not empty.
 func digits(s string) (int, bool) {
-	if s == "" {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	return n, true
+	n, ok := parseDigits(s) // fields are at most 4 digits: no saturation
+	return int(n), ok
 }
 
 // daysIn returns the number of days in month m of year.
