@@ -1,0 +1,146 @@
+package retrygrpc
+
+import (
+	"github.com/seed93a044d1/retry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultClassifier holds the rules the interceptors use when their Policy's
+// Classifier is nil: which gRPC status codes are worth another attempt. It is
+// exported so that a Policy can build on it, for instance to retry INTERNAL
+// as well:
+//
+//	retry.Classifiers(retrygrpc.DefaultClassifier, func(err error) retry.Decision {
+//		if status.Code(err) == codes.Internal {
+//			return retry.Retry
+//		}
+//		return retry.Unknown
+//	})
+//
+// It finds the status of the first error in err's tree that has one, as
+// [status.FromError] does, and answers:
+//
+//   - UNAVAILABLE: Retry. The service could not take the call: a connection
+//     that failed or broke, a server shutting down, a proxy with no backend.
+//     This is the code gRFC A6 retries by default.
+//   - DEADLINE_EXCEEDED: Retry. The loop has already stopped if the caller's
+//     deadline passed, so this is an attempt's own timeout
+//     (Policy.AttemptTimeout) or a shorter deadline on the server's side.
+//   - RESOURCE_EXHAUSTED: Retry only if the server sent a
+//     grpc-retry-pushback-ms delay with it; Stop otherwise. A server that
+//     sheds load says when to come back; without that, the code usually
+//     means a quota that will not refill for a while, or a message larger
+//     than a limit (grpc-go reports both sides' size limits with it).
+//   - CANCELLED: Stop. If the caller cancelled, the loop has stopped before
+//     asking; otherwise the server or a proxy cancelled the call on purpose.
+//   - ABORTED: Stop. A conflict (a failed test-and-set, an aborted
+//     transaction) is resolved by redoing the read-modify-write sequence
+//     above this call, not by sending the same request again.
+//   - INTERNAL, UNKNOWN, DATA_LOSS: Stop. Broken invariants, a server error
+//     it did not classify, lost data: the next attempt is likely to fail the
+//     same way, and the call may have done part of its work. Opt in as
+//     shown above when your service documents otherwise.
+//   - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
+//     FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED:
+//     Stop. The request, its target or its credentials are wrong, and
+//     sending it again changes nothing.
+//   - any other code (there is none today): Stop.
+//   - an error with no gRPC status (one an interceptor below this one made
+//     up, say): what [retry.DefaultClassifier] says.
+//
+// These rules say whether another attempt could succeed, not whether it is
+// safe: the interceptors never repeat a call that may have taken effect
+// unless its method is declared idempotent, whatever the classifier says
+// (see the package documentation). DefaultClassifier is safe for concurrent
+// use.
+func DefaultClassifier(err error) retry.Decision {
+	var code codes.Code
+	pushback := noPushback
+	if ae, ok := findAttempt(err); ok {
+		code, pushback = ae.code, ae.pushback
+	} else if s, ok := status.FromError(err); ok && s != nil {
+		code = s.Code()
+	} else {
+		return retry.DefaultClassifier(err)
+	}
+	switch code {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return retry.Retry
+	case codes.ResourceExhausted:
+		if pushback == pushedBack {
+			return retry.Retry
+		}
+	}
+	return retry.Stop
+}
+
+// attemptError is the error of one failed attempt, with what the interceptor
+// knows about it beyond its status: whether the call left the client, and
+// what the server's pushback said. It reads as the error gRPC returned, and
+// errors.Is, errors.As and status.FromError reach that error.
+type attemptError struct {
+	err      error
+	code     codes.Code
+	sent     bool // a stream was opened for it: the server may have seen it
+	pushback pushback
+}
+
+func (e *attemptError) Error() string { return e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
+
+// OutcomeUnknown reports whether the attempt may have taken effect on the
+// server, which the retry loop records in retry.Error.OutcomeUnknown and the
+// interceptors use to refuse repeating a method that is not idempotent.
+//
+// It is false when the call never left the client (no stream was opened: a
+// connection that could not be made, a load balancer with no ready
+// backend), when the server turned it away with a pushback on UNAVAILABLE or
+// RESOURCE_EXHAUSTED (a server asks to be called again only for a call it
+// did not carry out), and for a code that is the server's definite answer
+// about the request (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+// PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED,
+// OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED). It is true for the codes
+// that may come from a call cut off mid-way or from a server that failed
+// part of the way through: CANCELLED, UNKNOWN, DEADLINE_EXCEEDED, INTERNAL,
+// UNAVAILABLE, DATA_LOSS, and any code not listed.
+func (e *attemptError) OutcomeUnknown() bool {
+	if !e.sent {
+		return false
+	}
+	switch e.code {
+	case codes.Unavailable, codes.ResourceExhausted:
+		if e.pushback == pushedBack {
+			return false
+		}
+		return e.code == codes.Unavailable
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+		codes.FailedPrecondition, codes.Aborted, codes.OutOfRange, codes.Unimplemented,
+		codes.Unauthenticated:
+		return false
+	}
+	return true
+}
+
+// findAttempt returns the first *attemptError in err's tree.
+func findAttempt(err error) (*attemptError, bool) {
+	for err != nil {
+		if ae, ok := err.(*attemptError); ok {
+			return ae, true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if ae, ok := findAttempt(inner); ok {
+					return ae, true
+				}
+			}
+			return nil, false
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}

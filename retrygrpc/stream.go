@@ -1,0 +1,371 @@
+package retrygrpc
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed93a044d1/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// StreamClientInterceptor returns a [grpc.StreamClientInterceptor] that
+// retries streams with the retry loop of [retry.Do] and policy p (or the
+// call's [CallPolicy]) until they are committed, as gRFC A6 defines it:
+// until the first response header or message arrives. After that, an error
+// is returned as it is. Install it first in the chain, with grpc-go's own
+// retries off:
+//
+//	conn, err := grpc.NewClient(target, creds, grpc.WithDisableRetry(),
+//		grpc.WithChainStreamInterceptor(retrygrpc.StreamClientInterceptor(policy)))
+//
+// A server-streaming call (one request, a stream of responses) is retried
+// whole: the request the caller sent is sent again on a new stream. The
+// first attempt opens when the caller opens the stream; the loop runs in the
+// first RecvMsg or Header, so an error before commit, the failure to open
+// the stream included, comes from RecvMsg once retrying has stopped, as
+// gRPC reports a stream's status. Calling Context before then commits the
+// stream, as it does in grpc-go.
+//
+// A client-streaming or bidirectional call is retried only while its stream
+// is being opened, when nothing has been sent: its messages are never
+// replayed. The package documentation says why.
+//
+// Policy.AttemptTimeout bounds each attempt until the stream commits, and no
+// longer: a committed stream lives as long as the caller's context. A nil
+// Classifier in p means [DefaultClassifier]. When retrying stops before
+// commit, RecvMsg returns an error that holds a [*retry.Error] and whose gRPC
+// status is the last attempt's, or the context's if the caller's context
+// ended the call.
+//
+// The interceptor is safe for concurrent use; p's funcs and Budget must be.
+// The streams it returns follow the rules of [grpc.ClientStream].
+func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
+	return newConfig(p, opts).stream
+}
+
+func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
+	s.policy = c.policyFor(opts)
+	// The core's AttemptTimeout would end the attempt's context when the
+	// attempt function returns, cutting the stream: the guard does it.
+	s.timeout, s.policy.AttemptTimeout = s.policy.AttemptTimeout, 0
+	if desc.ClientStreams {
+		return s.openOnly()
+	}
+	s.open(ctx)
+	return s, nil
+}
+
+// stream is one streaming call through the interceptor, and the
+// grpc.ClientStream handed to the caller.
+type stream struct {
+	cfg      *config
+	ctx      context.Context
+	desc     *grpc.StreamDesc
+	cc       *grpc.ClientConn
+	method   string
+	streamer grpc.Streamer
+	opts     []grpc.CallOption
+	policy   retry.Policy
+	timeout  time.Duration
+
+	// Before commit, mu serialises the caller's calls, and the fields below
+	// belong to whichever holds it. committed is set once, after the last
+	// write to them: from then on they are only read, without the lock.
+	mu        sync.Mutex
+	committed atomic.Bool
+	attempts  int
+	cur       grpc.ClientStream // the current attempt's stream; nil if it could not open
+	openErr   error             // why it could not open
+	guard     *guard            // bounds the current attempt; nil without AttemptTimeout
+	sent      []any             // the messages sent, for a retry to send again
+	closed    bool              // CloseSend was called
+	err       error             // set when retrying stopped before commit: what RecvMsg returns
+}
+
+// open opens the next attempt's stream on ctx.
+func (s *stream) open(ctx context.Context) {
+	s.attempts++
+	if s.attempts > 1 {
+		ctx = withPreviousAttempts(ctx, s.attempts-1)
+	}
+	s.guard = newGuard(ctx, s.timeout)
+	if s.guard != nil {
+		ctx = s.guard.ctx
+	}
+	s.cur, s.openErr = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	if s.openErr != nil {
+		s.cur = nil
+		s.openErr = s.guard.explain(s.openErr)
+		s.guard.release()
+		s.guard = nil
+	}
+}
+
+// openOnly opens a client-streaming or bidirectional stream, retrying only
+// the opening, when nothing has been sent yet.
+func (s *stream) openOnly() (grpc.ClientStream, error) {
+	err := retry.Do(s.ctx, func(ctx context.Context) error {
+		s.open(ctx)
+		if s.cur == nil {
+			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+		}
+		if !s.guard.settle() { // it opened as its time ran out
+			return s.fail(errAttemptTimeout)
+		}
+		return nil
+	}, &s.policy)
+	if err != nil {
+		return nil, callFailed(s.ctx, err)
+	}
+	s.committed.Store(true)
+	if s.guard == nil {
+		return s.cur, nil // nothing to release when it ends: the stream itself will do
+	}
+	return s, nil
+}
+
+// run is the retry loop of a stream that has not committed: wait waits for
+// the current attempt's first response and reports, through its error,
+// whether the attempt failed before commit. The first attempt is the one
+// opened with the stream; each retry opens a new stream and sends it what
+// the caller has sent. It is called with mu held, and commits the stream,
+// whatever the outcome.
+func (s *stream) run(wait func() error) error {
+	first := true
+	err := retry.Do(s.ctx, func(ctx context.Context) error {
+		if !first {
+			s.open(ctx)
+			if s.cur != nil {
+				if err := s.replay(); err != nil {
+					s.guard.release()
+					return retry.Permanent(err)
+				}
+			}
+		}
+		first = false
+		if s.cur == nil {
+			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+		}
+		return wait()
+	}, &s.policy)
+	if err != nil {
+		s.guard.release()
+		s.err = callFailed(s.ctx, err)
+	}
+	s.committed.Store(true)
+	return err
+}
+
+// replay sends a new attempt's stream what the caller has sent.
+func (s *stream) replay() error {
+	for _, m := range s.sent {
+		if err := s.cur.SendMsg(m); err == io.EOF {
+			return nil // the stream has failed: RecvMsg tells how
+		} else if err != nil {
+			return err // made by the client, which will make it again
+		}
+	}
+	if s.closed {
+		s.cur.CloseSend()
+	}
+	return nil
+}
+
+// fail ends the current attempt, which failed with err before commit, and
+// judges err.
+func (s *stream) fail(err error) error {
+	err = s.guard.explain(err)
+	s.guard.release()
+	return s.cfg.judge(s.ctx, s.method, err, true, s.cur.Trailer())
+}
+
+// RecvMsg receives the next message into m. Before commit it runs the retry
+// loop until a message arrives, the stream ends, or retrying stops.
+func (s *stream) RecvMsg(m any) error {
+	if !s.committed.Load() {
+		s.mu.Lock()
+		if !s.committed.Load() {
+			defer s.mu.Unlock()
+			return s.recvFirst(m)
+		}
+		s.mu.Unlock()
+	}
+	if s.err != nil {
+		return s.err
+	}
+	err := s.cur.RecvMsg(m)
+	if err != nil {
+		s.guard.release() // the stream is over
+	}
+	return err
+}
+
+func (s *stream) recvFirst(m any) error {
+	var end error // what the committed attempt's first RecvMsg returned
+	if err := s.run(func() error {
+		err := s.cur.RecvMsg(m)
+		switch {
+		case err == nil:
+			if !s.guard.settle() {
+				return s.fail(errAttemptTimeout)
+			}
+			return nil
+		case err == io.EOF: // over, successfully, without a message
+			s.guard.release()
+			end = err
+			return nil
+		}
+		if md, _ := s.cur.Header(); md != nil {
+			// The server's header had come: the stream was committed, and
+			// its error is returned as it is.
+			s.guard.release()
+			end = err
+			return nil
+		}
+		return s.fail(err)
+	}); err != nil {
+		return s.err
+	}
+	return end
+}
+
+// Header returns the server's header. Before commit it runs the retry loop
+// until a header arrives, the stream ends, or retrying stops; then, as in
+// gRPC, it returns nil and no error, and RecvMsg says how the stream ended.
+func (s *stream) Header() (metadata.MD, error) {
+	if !s.committed.Load() {
+		s.mu.Lock()
+		if !s.committed.Load() {
+			defer s.mu.Unlock()
+			return s.headerFirst(), nil
+		}
+		s.mu.Unlock()
+	}
+	if s.err != nil {
+		return nil, nil
+	}
+	md, err := s.cur.Header()
+	if err != nil {
+		s.guard.release()
+	}
+	return md, err
+}
+
+func (s *stream) headerFirst() metadata.MD {
+	var md metadata.MD
+	s.run(func() error {
+		h, err := s.cur.Header()
+		if err != nil {
+			return s.fail(err)
+		}
+		if h != nil {
+			if !s.guard.settle() {
+				return s.fail(errAttemptTimeout)
+			}
+			md = h
+			return nil
+		}
+		// The stream ended without a header, so without a message either:
+		// RecvMsg returns its status and decodes nothing into the probe.
+		if err := s.cur.RecvMsg(new(emptypb.Empty)); err != nil && err != io.EOF {
+			return s.fail(err)
+		}
+		s.guard.release()
+		return nil
+	})
+	return md
+}
+
+// SendMsg sends m. Before commit it also keeps m, for a retry to send again;
+// gRPC already forbids changing a message after sending it. Its errors are
+// those of gRPC's streams: for a server-streaming call, nil; otherwise io.EOF
+// once the stream has failed (RecvMsg says how), or an error the client made.
+func (s *stream) SendMsg(m any) error {
+	if !s.committed.Load() {
+		s.mu.Lock()
+		if !s.committed.Load() {
+			defer s.mu.Unlock()
+			s.sent = append(s.sent, m)
+			if s.cur != nil {
+				if err := s.cur.SendMsg(m); err != nil && err != io.EOF {
+					return err
+				}
+			}
+			return nil
+		}
+		s.mu.Unlock()
+	}
+	if s.err != nil {
+		if s.desc.ClientStreams {
+			return io.EOF
+		}
+		return nil
+	}
+	err := s.cur.SendMsg(m)
+	if err != nil && err != io.EOF {
+		s.guard.release() // such an error ends the stream
+	}
+	return err
+}
+
+// CloseSend closes the sending side of the stream; a retry closes it too. It
+// always returns nil, as gRPC's does.
+func (s *stream) CloseSend() error {
+	if !s.committed.Load() {
+		s.mu.Lock()
+		if !s.committed.Load() {
+			defer s.mu.Unlock()
+			s.closed = true
+			if s.cur != nil {
+				s.cur.CloseSend()
+			}
+			return nil
+		}
+		s.mu.Unlock()
+	}
+	if s.err == nil {
+		s.cur.CloseSend()
+	}
+	return nil
+}
+
+// Trailer returns the server's trailer, once RecvMsg has returned an error.
+func (s *stream) Trailer() metadata.MD {
+	if !s.committed.Load() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	if s.cur == nil {
+		return nil
+	}
+	return s.cur.Trailer()
+}
+
+// Context returns the stream's context. As in grpc-go, calling it before
+// commit commits the stream: no attempt follows. If the current attempt's
+// stream could not open, RecvMsg returns why, as it is.
+func (s *stream) Context() context.Context {
+	if !s.committed.Load() {
+		s.mu.Lock()
+		if !s.committed.Load() {
+			if s.cur == nil {
+				s.err = s.openErr
+			} else {
+				s.guard.settle()
+			}
+			s.committed.Store(true)
+		}
+		s.mu.Unlock()
+	}
+	if s.cur == nil {
+		return s.ctx
+	}
+	return s.cur.Context()
+}

@@ -1,0 +1,104 @@
+package retrygrpc
+
+import (
+	"context"
+
+	"github.com/seed93a044d1/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// UnaryClientInterceptor returns a [grpc.UnaryClientInterceptor] that makes
+// each unary call with the retry loop of [retry.Do] and policy p (or the
+// call's [CallPolicy]). Install it first in the chain, so that each attempt
+// passes through the interceptors after it, and turn grpc-go's own retries
+// off on the same connection:
+//
+//	conn, err := grpc.NewClient(target, creds, grpc.WithDisableRetry(),
+//		grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(policy)))
+//
+// A nil Classifier in p means [DefaultClassifier]. Policy.AttemptTimeout
+// bounds each attempt, and the server sees that bound as the attempt's
+// deadline. What is retried, and when, is in the package documentation.
+//
+// A call stops as retry.Do does: the caller's context ends, the status is not
+// retried or the attempt is not safe to repeat, attempts or budget run out,
+// or the server's pushback is above Policy.MaxRetryAfter or past the
+// deadline. It then returns an error that holds a [*retry.Error] (reach it
+// with errors.As) and whose gRPC status ([status.Code], [status.FromError])
+// is the last attempt's, or the context's if the caller's context ended the
+// call. The reply holds what the last attempt decoded into it, if anything.
+//
+// The interceptor is safe for concurrent use; p's funcs and Budget must be.
+func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
+	return newConfig(p, opts).unary
+}
+
+func (c *config) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	u := &unaryCall{cfg: c, ctx: ctx, method: method, req: req, reply: reply, cc: cc, invoker: invoker}
+	u.policy = c.policyFor(opts)
+	// Each attempt also learns whether a stream was opened (the peer is set
+	// only then) and the server's trailer, where pushback comes.
+	u.opts = make([]grpc.CallOption, len(opts), len(opts)+2)
+	copy(u.opts, opts)
+	u.opts = append(u.opts, grpc.Peer(&u.peer), grpc.Trailer(&u.trailer))
+	err := retry.Do(ctx, u.attempt, &u.policy)
+	if err == nil {
+		return nil
+	}
+	return callFailed(ctx, err)
+}
+
+// unaryCall is one unary call through the interceptor. Its attempts run on
+// the caller's goroutine, inside retry.Do.
+type unaryCall struct {
+	cfg     *config
+	ctx     context.Context
+	method  string
+	req     any
+	reply   any
+	cc      *grpc.ClientConn
+	invoker grpc.UnaryInvoker
+	opts    []grpc.CallOption
+	policy  retry.Policy
+
+	attempts int
+	peer     peer.Peer
+	trailer  metadata.MD
+}
+
+func (u *unaryCall) attempt(ctx context.Context) error {
+	u.attempts++
+	if u.attempts > 1 {
+		ctx = withPreviousAttempts(ctx, u.attempts-1)
+	}
+	u.peer, u.trailer = peer.Peer{}, nil
+	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
+	if err == nil {
+		return nil
+	}
+	return u.cfg.judge(u.ctx, u.method, err, u.peer.Addr != nil, u.trailer)
+}
+
+// judge turns a failed attempt's error into what the retry loop needs: the
+// server's pushback as a delay, and a Permanent mark when the server said not
+// to retry or when the attempt may have taken effect and the method is not
+// declared idempotent. Those two are rules of safety, not of chance, so they
+// are marks that no Classifier can override.
+func (c *config) judge(ctx context.Context, method string, err error, sent bool, trailer metadata.MD) error {
+	ae := &attemptError{err: err, code: status.Code(err), sent: sent}
+	delay, pb := parsePushback(trailer)
+	ae.pushback = pb
+	switch {
+	case pb == refused:
+		return retry.Permanent(ae)
+	case ae.OutcomeUnknown() && !c.idempotent(ctx, method):
+		return retry.Permanent(ae)
+	case pb == pushedBack:
+		return retry.RetryAfter(ae, delay)
+	}
+	return ae
+}
