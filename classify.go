@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"database/sql/driver"
 	"io"
 	"net"
 	"net/http"
@@ -74,6 +75,13 @@ func Classifiers(cs ...Classifier) Classifier {
 // the first rule that matches:
 //
 //   - context.Canceled from fn: Stop. Someone cancelled the work on purpose.
+//   - an error that already came out of a retry loop (a [*Error], from a
+//     nested Do or from retryhttp): Stop. That loop has spent its attempts,
+//     its budget or its time, and retrying at a second layer multiplies the
+//     load on the dependency exactly when it is failing: a client, a gateway,
+//     a service and a driver making 3 attempts each turn one action into 81
+//     calls. Retry at one layer; to retry at two on purpose, wrap the inner
+//     error with [Transient].
 //   - context.DeadlineExceeded: Retry. The loop has already stopped if it was
 //     the caller's deadline, so this is an attempt's own timeout.
 //   - TLS and x509 verification errors, and a plain HTTP server answering a
@@ -83,6 +91,16 @@ func Classifiers(cs ...Classifier) Classifier {
 //   - DNS "no such host": Stop.
 //   - a [*ResponseError] with status 408, 429, 500, 502, 503 or 504: Retry;
 //     501, any other 4xx, or a status outside 400-599: Stop; other 5xx: Unknown.
+//   - a database error with a SQLState() string method (pgx's
+//     *pgconn.PgError, lib/pq's *pq.Error): serialization failure 40001 and
+//     deadlock 40P01: Retry (the database rolled the transaction back, so
+//     the unit to retry is the whole transaction, from BEGIN); connection
+//     exceptions (class 08), too_many_connections 53300 and the shutdown
+//     codes 57P01, 57P02 and 57P03: Retry; data exceptions (class 22),
+//     integrity violations (class 23) and syntax or access errors (class 42):
+//     Stop; other codes: Unknown. driver.ErrBadConn, and an error whose
+//     SafeToRetry() method reports true (pgx's way of saying nothing was
+//     sent): Retry.
 //   - ECONNRESET, ECONNREFUSED, EPIPE, ECONNABORTED, io.ErrUnexpectedEOF, and a
 //     net.Error whose Timeout() is true anywhere in the tree: Retry.
 //   - anything else: Unknown.
@@ -95,6 +113,8 @@ func DefaultClassifier(err error) Decision {
 	switch {
 	case f.has(isCanceled):
 		return Stop
+	case f.has(isRetried):
+		return Stop
 	case f.has(isDeadline):
 		return Retry
 	case f.has(isCertificate):
@@ -103,7 +123,12 @@ func DefaultClassifier(err error) Decision {
 		return Stop
 	case f.has(isStatus):
 		return statusDecision(f.status)
-	case f.has(isBroken | isRefused | isTimeout):
+	case f.has(isSQL):
+		if d := sqlDecision(f.sqlState); d != Unknown {
+			return d
+		}
+	}
+	if f.has(isBroken | isRefused | isTimeout | isUnsent) {
 		return Retry
 	}
 	return Unknown
@@ -120,21 +145,75 @@ func statusDecision(code int) Decision {
 	return Unknown
 }
 
-// outcomeUnknown reports whether a failed attempt leaves open whether it took
-// effect: it timed out, or its connection broke mid-way. A DNS failure proves
-// the request was never sent, even when the lookup timed out. A bare io.EOF
-// from an HTTP round trip (the server closed the connection after reading the
-// request, perhaps after acting on it) counts as broken mid-way; an io.EOF
-// elsewhere is just the end of something.
-func outcomeUnknown(err error) bool {
+// sqlDecision holds the SQLSTATE rules of DefaultClassifier. The codes are
+// PostgreSQL's (Appendix A of its manual), which follow the SQL standard's
+// classes: the first two characters.
+func sqlDecision(state string) Decision {
+	switch state {
+	case "40001", "40P01", "53300", "57P01", "57P02", "57P03":
+		return Retry
+	}
+	if len(state) != 5 {
+		return Unknown
+	}
+	switch state[:2] {
+	case "08":
+		return Retry
+	case "22", "23", "42":
+		return Stop
+	}
+	return Unknown
+}
+
+// OutcomeUnknown reports whether a failed attempt that returned err may still
+// have taken effect, so that a caller who gives up must reconcile before
+// doing the work again by other means; [Error].OutcomeUnknown is true when it
+// held for any attempt of a call. The rules, in order:
+//
+//   - an error in the tree with a method OutcomeUnknown() bool decides (the
+//     outermost one): an adapter that knows more than the error's type, such
+//     as whether a request was sent, says so this way; a nested [*Error]
+//     answers with its own OutcomeUnknown;
+//   - an error that proves nothing was done: a DNS failure (the request was
+//     never sent, even if the lookup timed out), an error whose
+//     SafeToRetry() method reports true, driver.ErrBadConn (database/sql's
+//     drivers return it only when nothing was sent), and a database error
+//     with a SQLSTATE the server sent (it reports a statement it did not
+//     carry out) other than a connection exception: false;
+//   - a timeout (context.DeadlineExceeded, a net.Error whose Timeout() is
+//     true), a connection reset or aborted, a broken pipe,
+//     io.ErrUnexpectedEOF, a SQLSTATE connection exception (class 08) other
+//     than 08001 and 08004, which say the connection was never made, and an
+//     HTTP connection closed before the response came (io.EOF inside a
+//     *url.Error): true;
+//   - anything else, HTTP statuses and refused connections included: false.
+//
+// It is safe for concurrent use and does not allocate.
+func OutcomeUnknown(err error) bool {
 	f := inspect(err)
 	switch {
-	case f.has(isDNS):
+	case f.has(isDecided):
+		return f.has(isUnknown)
+	case f.has(isDNS | isUnsent):
 		return false
+	case f.has(isSQL):
+		return sqlOutcomeUnknown(f.sqlState)
 	case f.has(isDeadline | isTimeout | isBroken):
 		return true
 	}
 	return f.has(isEOF) && f.has(isURL)
+}
+
+// sqlOutcomeUnknown reports whether a database error with this SQLSTATE
+// leaves open whether the work was done: only a connection that broke after
+// it was made (a COMMIT may have been applied without its reply arriving),
+// 08007 transaction_resolution_unknown above all.
+func sqlOutcomeUnknown(state string) bool {
+	switch state {
+	case "08001", "08004": // the connection was never made
+		return false
+	}
+	return len(state) == 5 && state[:2] == "08"
 }
 
 // facts is what one walk of an error tree finds out for the default rules.
@@ -143,8 +222,9 @@ func outcomeUnknown(err error) bool {
 // as a walk per rule (errors.Is, errors.As), several times faster and without
 // allocating.
 type facts struct {
-	set    fact
-	status int // of the first *ResponseError
+	set      fact
+	status   int    // of the first *ResponseError
+	sqlState string // of the first error with a SQLState method
 }
 
 type fact uint16
@@ -161,9 +241,26 @@ const (
 	isTimeout                      // a net.Error whose Timeout() is true
 	isEOF                          // io.EOF
 	isURL                          // a *url.Error: a net/http round trip
+	isRetried                      // a *Error: the result of a retry loop
+	isSQL                          // an error with a SQLState method
+	isUnsent                       // proof that nothing was sent: driver.ErrBadConn, SafeToRetry
+	isDecided                      // the outermost error that says whether its outcome is unknown...
+	isUnknown                      // ...said that it is
 )
 
 func (f *facts) has(any fact) bool { return f.set&any != 0 }
+
+// decide records the first answer an error in the tree gives about its
+// outcome; outer errors are noted first, so the outermost answer stands.
+func (f *facts) decide(unknown bool) {
+	if f.has(isDecided) {
+		return
+	}
+	f.set |= isDecided
+	if unknown {
+		f.set |= isUnknown
+	}
+}
 
 // inspect walks err's tree, as errors.Is does, and notes its facts.
 func inspect(err error) facts {
@@ -201,6 +298,8 @@ var sentinels = [...]struct {
 	// http.Client turns the tls.RecordHeaderError of a plain HTTP server
 	// answering a TLS client into this sentinel.
 	{http.ErrSchemeMismatch, isCertificate},
+	// database/sql's drivers return it only when nothing reached the server.
+	{driver.ErrBadConn, isUnsent},
 }
 
 // note records the facts of one error in the tree, without unwrapping it.
@@ -226,6 +325,9 @@ func (f *facts) note(err error) {
 		}
 	case *url.Error:
 		f.set |= isURL
+	case *Error:
+		f.set |= isRetried
+		f.decide(e.OutcomeUnknown)
 	case *tls.CertificateVerificationError, x509.UnknownAuthorityError, x509.CertificateInvalidError,
 		x509.HostnameError, x509.SystemRootsError, x509.UnhandledCriticalExtension,
 		x509.ConstraintViolationError, x509.InsecureAlgorithmError, tls.RecordHeaderError, tls.AlertError:
@@ -237,6 +339,16 @@ func (f *facts) note(err error) {
 	// only the *net.OpError inside knows.
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		f.set |= isTimeout
+	}
+	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
+		f.decide(o.OutcomeUnknown())
+	}
+	if s, ok := err.(interface{ SafeToRetry() bool }); ok && s.SafeToRetry() {
+		f.set |= isUnsent
+	}
+	if s, ok := err.(interface{ SQLState() string }); ok && !f.has(isSQL) {
+		f.set |= isSQL
+		f.sqlState = s.SQLState()
 	}
 	is, hasIs := err.(interface{ Is(error) bool })
 	for _, s := range sentinels {

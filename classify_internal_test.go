@@ -212,8 +212,8 @@ func TestOutcomeUnknown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := outcomeUnknown(tt.err)
-			assert.Equal(t, tt.want, got, "outcomeUnknown(%v) = %v, want %v", tt.err, got, tt.want)
+			got := OutcomeUnknown(tt.err)
+			assert.Equal(t, tt.want, got, "OutcomeUnknown(%v) = %v, want %v", tt.err, got, tt.want)
 		})
 	}
 }

@@ -213,7 +213,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		}
 		now = time.Now()
 		c.last = unmark(err)
-		c.unknown = c.unknown || outcomeUnknown(err)
+		c.unknown = c.unknown || OutcomeUnknown(err)
 		if passed(ctx, now) {
 			return c.stop(now, stopCause(ctx))
 		}
@@ -401,11 +401,13 @@ type Error struct {
 	// marker; nil if no attempt was made.
 	Last error
 	// OutcomeUnknown is true if any attempt ended in a way that leaves open
-	// whether it took effect: a timeout (the attempt's, the network's, or
-	// fn's own context.DeadlineExceeded), a reset or aborted connection, a
-	// broken pipe, an unexpected EOF, or an HTTP connection closed before the
-	// response came (an io.EOF inside a *url.Error). Then the work may have been done even
-	// though Do failed: reconcile before doing it again by other means.
+	// whether it took effect (see the function [OutcomeUnknown] for the
+	// rules): a timeout (the attempt's, the network's, or fn's own
+	// context.DeadlineExceeded), a reset or aborted connection, a broken
+	// pipe, an unexpected EOF, an HTTP connection closed before the response
+	// came, a database connection lost after it was made. Then the work may
+	// have been done even though Do failed: reconcile before doing it again
+	// by other means. Giving up is no proof that the work was not done.
 	OutcomeUnknown bool
 }
 
