@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -154,6 +155,7 @@ func start(t *testing.T, nw network, s *server, p retry.Policy, opts ...retrygrp
 	lis, dial := nw.listen(t)
 	srv := s.serveOn(lis)
 	conn := dialWith(t, dial, p, opts...)
+	ready(t, conn)
 	return conn, func() {
 		conn.Close()
 		srv.Stop()
@@ -175,6 +177,16 @@ func dialWith(t *testing.T, dial func(context.Context, string) (net.Conn, error)
 	)
 	require.NoError(t, err)
 	return conn
+}
+
+// ready connects conn and waits until it is ready, so that no test's first
+// attempt also pays for the connection.
+func ready(t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		require.True(t, conn.WaitForStateChange(t.Context(), st), "the connection never got ready")
+	}
 }
 
 // invoke makes a unary call of method with request "req" and returns the
