@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,24 +119,44 @@ func (s *server) previous() []string {
 // network says how a test's client reaches its server.
 type network struct {
 	name string
-	// listen returns a listener and a dialer that reaches it.
-	listen func(t *testing.T) (net.Listener, func(context.Context, string) (net.Conn, error))
+	// listen returns a listener, a dialer that reaches it, and a func that
+	// listens again at the same place once the listener is closed, for a
+	// test that restarts its server.
+	listen func(t *testing.T) (lis net.Listener, dial func(context.Context, string) (net.Conn, error),
+		again func() net.Listener)
 }
 
 // networks are the two loopback transports every end-to-end test runs on:
 // bufconn (in memory, usable inside a synctest bubble) and TCP on 127.0.0.1.
 var networks = []network{
-	{"bufconn", func(*testing.T) (net.Listener, func(context.Context, string) (net.Conn, error)) {
+	{"bufconn", listenBufconn},
+	{"tcp", listenTCP},
+}
+
+func listenBufconn(*testing.T) (net.Listener, func(context.Context, string) (net.Conn, error), func() net.Listener) {
+	var cur atomic.Pointer[bufconn.Listener]
+	cur.Store(bufconn.Listen(1 << 20))
+	dial := func(ctx context.Context, _ string) (net.Conn, error) { return cur.Load().DialContext(ctx) }
+	again := func() net.Listener {
 		lis := bufconn.Listen(1 << 20)
-		return lis, func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }
-	}},
-	{"tcp", func(t *testing.T) (net.Listener, func(context.Context, string) (net.Conn, error)) {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		cur.Store(lis)
+		return lis
+	}
+	return cur.Load(), dial, again
+}
+
+func listenTCP(t *testing.T) (net.Listener, func(context.Context, string) (net.Conn, error), func() net.Listener) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	var d net.Dialer
+	dial := func(ctx context.Context, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	again := func() net.Listener {
+		lis, err := net.Listen("tcp", addr)
 		require.NoError(t, err)
-		addr := lis.Addr().String()
-		var d net.Dialer
-		return lis, func(ctx context.Context, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
-	}},
+		return lis
+	}
+	return lis, dial, again
 }
 
 // fastReconnect makes the client reconnect 10ms after a failed connection
@@ -152,7 +173,7 @@ var fastReconnect = grpc.WithConnectParams(grpc.ConnectParams{
 // bubble does.
 func start(t *testing.T, nw network, s *server, p retry.Policy, opts ...retrygrpc.Option) (*grpc.ClientConn, func()) {
 	t.Helper()
-	lis, dial := nw.listen(t)
+	lis, dial, _ := nw.listen(t)
 	srv := s.serveOn(lis)
 	conn := dialWith(t, dial, p, opts...)
 	ready(t, conn)
