@@ -65,10 +65,28 @@ type server struct {
 func newServer(h handler) *server { return &server{handle: h} }
 
 // serveOn starts a new gRPC server for s on lis.
-func (s *server) serveOn(lis net.Listener) *grpc.Server {
+func (s *server) serveOn(lis net.Listener) *running {
 	srv := grpc.NewServer(grpc.UnknownServiceHandler(s.serve))
 	go srv.Serve(lis)
-	return srv
+	return &running{srv, lis}
+}
+
+// running is a gRPC server serving a listener. Its Stop and GracefulStop
+// also close the listener, which grpc.Server does only if Serve has begun:
+// a test that listens again at the same address needs it closed.
+type running struct {
+	*grpc.Server
+	lis net.Listener
+}
+
+func (r *running) Stop() {
+	r.Server.Stop()
+	r.lis.Close()
+}
+
+func (r *running) GracefulStop() {
+	r.lis.Close()
+	r.Server.GracefulStop()
 }
 
 func (s *server) serve(_ any, ss grpc.ServerStream) error {
@@ -253,9 +271,11 @@ func each(t *testing.T, f func(t *testing.T, nw network, exact bool)) {
 	}
 }
 
-// realTimeSlack is how much longer than its waits a call on TCP may take:
-// generous, so that no test depends on the machine's speed.
-const realTimeSlack = 5 * time.Second
+// realTimeSlack is how much longer than its waits a call on TCP may take.
+// It only catches a call that hangs: on a loaded machine a process can
+// stall for seconds, so on TCP the tests check lower bounds and counts, and
+// leave exact durations to the bubbles.
+const realTimeSlack = 30 * time.Second
 
 // assertTook checks how long a call took: exactly want in a bubble, at least
 // want and at most want+realTimeSlack in real time.

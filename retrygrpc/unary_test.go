@@ -3,7 +3,9 @@ package retrygrpc_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seed93a044d1/retry"
@@ -330,7 +332,8 @@ func TestUnaryStopsAtOnceOnPushbackItCannotHonour(t *testing.T) {
 // per-attempt timeout to say NOT_FOUND. Each attempt must end at the timeout
 // with DEADLINE_EXCEEDED, not wait for the server's answer, and the server
 // must see the attempt's deadline. In a bubble the timeout is 5ms, as in the
-// issue; on TCP it is 250ms, so that the attempt that succeeds has time to.
+// issue; on TCP it is 250ms, and an attempt that the machine's load makes
+// slower than that is retried too, so only the bubble checks exact counts.
 func TestUnaryAttemptTimeoutTimesOut(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, nw network, exact bool) {
@@ -338,18 +341,23 @@ func TestUnaryAttemptTimeoutTimesOut(t *testing.T) {
 		if !exact {
 			unit = 250 * time.Millisecond
 		}
+		var slowOnes atomic.Int32
+		slow := func(ss grpc.ServerStream) error {
+			select {
+			case <-time.After(2 * unit):
+				return status.Error(codes.NotFound, "too late to matter")
+			case <-ss.Context().Done():
+				slowOnes.Add(1)
+				return ss.Context().Err()
+			}
+		}
 		s := newServer(func(n int, ss grpc.ServerStream) error {
-			if n != 3 {
-				select {
-				case <-time.After(2 * unit):
-					return status.Error(codes.NotFound, "too late to matter")
-				case <-ss.Context().Done():
-					return ss.Context().Err()
-				}
+			if n <= 2 {
+				return slow(ss)
 			}
 			return reply(ss, "ok")
 		})
-		p := retry.Policy{Backoff: retry.Constant(unit), AttemptTimeout: unit}
+		p := retry.Policy{MaxAttempts: 10, Backoff: retry.Constant(unit), AttemptTimeout: unit}
 		conn, stop := start(t, nw, s, p, retrygrpc.Idempotent(methodGet))
 		defer stop()
 
@@ -358,26 +366,36 @@ func TestUnaryAttemptTimeoutTimesOut(t *testing.T) {
 		took := time.Since(begin)
 		require.NoError(t, err)
 		assert.Equal(t, "ok", got)
-		assert.Equal(t, 3, s.count())
 		for _, c := range s.seen() {
 			assert.True(t, c.hasLimit, "the server saw no deadline")
 			assert.LessOrEqual(t, c.deadline, unit)
 		}
 		// Two attempts cut at the timeout, two waits.
-		assertTook(t, exact, took, 4*unit)
+		if exact {
+			assert.Equal(t, 3, s.count())
+			assert.Equal(t, 4*unit, took)
+		} else {
+			assert.GreaterOrEqual(t, s.count(), 3)
+			assertTook(t, exact, took, 4*unit)
+		}
 
 		// Every attempt cut: the call fails with DEADLINE_EXCEEDED, not NOT_FOUND.
+		s.handle = func(_ int, ss grpc.ServerStream) error { return slow(ss) }
+		before := s.count()
 		_, err = invoke(t.Context(), conn, methodGet, retrygrpc.CallPolicy(retry.Policy{
 			MaxAttempts: 2, Backoff: retry.Constant(0), AttemptTimeout: unit}))
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.ErrorIs(t, err, retry.ErrExhausted)
-		assert.Equal(t, 5, s.count())
+		assert.Equal(t, before+2, s.count())
+		settled(t, exact, func() bool { return slowOnes.Load() == 4 }, "the server saw each slow attempt cancelled")
 	})
 }
 
 // The caller's deadline bounds everything, and no wait runs into it: the
 // benchmarks' deadline scenario, with backoffs of 40ms then 80ms and a 50ms
-// deadline, gives up at 40ms, after the second attempt.
+// deadline, gives up at 40ms, after the second attempt, keeping its status.
+// On TCP, a loaded machine may make the second attempt end past the
+// deadline, so there only the count is exact.
 func TestUnaryNeverWaitsIntoTheDeadline(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, nw network, exact bool) {
@@ -391,16 +409,15 @@ func TestUnaryNeverWaitsIntoTheDeadline(t *testing.T) {
 		begin := time.Now()
 		_, err := invoke(ctx, conn, methodGet)
 		took := time.Since(begin)
-		assert.ErrorIs(t, err, retry.ErrNoTimeLeft)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, codes.Unavailable, status.Code(err), "the last attempt's status says what went wrong")
-		assert.Equal(t, 2, s.count())
+		assert.LessOrEqual(t, s.count(), 2)
 		if exact {
+			assert.ErrorIs(t, err, retry.ErrNoTimeLeft)
+			assert.Equal(t, codes.Unavailable, status.Code(err), "the last attempt's status says what went wrong")
+			assert.Equal(t, 2, s.count())
 			assert.Equal(t, 40*time.Millisecond, took)
-		} else {
-			assert.GreaterOrEqual(t, took, 40*time.Millisecond)
-			assert.Less(t, took, 50*time.Millisecond+realTimeSlack)
 		}
+		assert.Less(t, took, 50*time.Millisecond+realTimeSlack)
 	})
 }
 
@@ -420,8 +437,8 @@ func TestUnaryCallerCancelStops(t *testing.T) {
 
 		for _, at := range []string{"during the attempt", "during the wait"} {
 			ctx, cancel := context.WithCancel(t.Context())
-			timer := time.AfterFunc(30*time.Millisecond, cancel)
 			begin := time.Now()
+			timer := time.AfterFunc(30*time.Millisecond, cancel)
 			_, err := invoke(ctx, conn, methodGet)
 			took := time.Since(begin)
 			timer.Stop()
@@ -458,4 +475,17 @@ func TestCallPolicyOverridesThePolicy(t *testing.T) {
 		assert.Equal(t, 3, retryError(t, err).Attempts)
 		assert.Equal(t, 5, s.count())
 	})
+}
+
+// settled checks that cond holds once what runs on the server after the
+// client has its answer is done: at once after synctest.Wait in a bubble,
+// and within realTimeSlack in real time.
+func settled(t *testing.T, exact bool, cond func() bool, msg string) {
+	t.Helper()
+	if exact {
+		synctest.Wait()
+		assert.True(t, cond(), msg)
+		return
+	}
+	assert.Eventually(t, cond, realTimeSlack, time.Millisecond, msg)
 }
