@@ -102,7 +102,11 @@ func TestCallsReachARestartedServer(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "ok", got)
 				assert.Equal(t, 1, s.count(), "only the attempt that reached the server")
-				assert.Positive(t, retries)
+				if exact {
+					// On TCP the client's one connection attempt may take
+					// until the server is back on a loaded machine.
+					assert.Positive(t, retries)
+				}
 				assert.Equal(t, retries, unsent, "every failed attempt was known not to be sent")
 				assert.GreaterOrEqual(t, took, 100*time.Millisecond)
 				assert.Less(t, took, 100*time.Millisecond+realTimeSlack)

@@ -250,16 +250,20 @@ func TestServerStreamAttemptTimeoutEndsAtCommit(t *testing.T) {
 		got, err := recvAll(cs)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a", "b"}, got)
-		assert.Equal(t, 2, s.count())
 		assertTook(t, exact, time.Since(begin), 5*unit)
+		if exact {
+			// On TCP a loaded machine may make the second attempt late too.
+			assert.Equal(t, 2, s.count())
+		}
 
 		// A stream whose every attempt times out reports DEADLINE_EXCEEDED.
 		s.handle = func(_ int, ss grpc.ServerStream) error { return hang(ss) }
+		before := s.count()
 		_, err = recvAll(watch(t.Context(), t, conn, retrygrpc.CallPolicy(retry.Policy{
 			MaxAttempts: 2, Backoff: retry.Constant(0), AttemptTimeout: unit})))
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.ErrorIs(t, err, retry.ErrExhausted)
-		assert.Equal(t, 4, s.count())
+		assert.Equal(t, before+2, s.count())
 	})
 }
 
