@@ -206,14 +206,25 @@ func start(t *testing.T, nw network, s *server, p retry.Policy, opts ...retrygrp
 func dialWith(t *testing.T, dial func(context.Context, string) (net.Conn, error), p retry.Policy,
 	opts ...retrygrpc.Option) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///loopback",
+	return dialRaw(t, dial, true, p, opts)
+}
+
+// dialRaw is dialWith with grpc-go's own retries off only if disableRetry,
+// and more dial options.
+func dialRaw(t *testing.T, dial func(context.Context, string) (net.Conn, error), disableRetry bool,
+	p retry.Policy, opts []retrygrpc.Option, more ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	dialOpts := append([]grpc.DialOption{
 		grpc.WithContextDialer(dial),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDisableRetry(),
 		fastReconnect,
 		grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(p, opts...)),
 		grpc.WithChainStreamInterceptor(retrygrpc.StreamClientInterceptor(p, opts...)),
-	)
+	}, more...)
+	if disableRetry {
+		dialOpts = append(dialOpts, grpc.WithDisableRetry())
+	}
+	conn, err := grpc.NewClient("passthrough:///loopback", dialOpts...)
 	require.NoError(t, err)
 	return conn
 }

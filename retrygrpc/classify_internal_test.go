@@ -1,0 +1,176 @@
+package retrygrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/stretchr/testify/assert"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func TestParsePushback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		values []string
+		want   time.Duration
+		state  pushback
+	}{
+		{"none", nil, 0, noPushback},
+		{"zero", []string{"0"}, 0, pushedBack},
+		{"ms", []string{"250"}, 250 * time.Millisecond, pushedBack},
+		{"leading zeros", []string{"007"}, 7 * time.Millisecond, pushedBack},
+		{"minus zero", []string{"-0"}, 0, pushedBack},
+		{"int32 max", []string{"2147483647"}, math.MaxInt32 * time.Millisecond, pushedBack},
+		{"negative", []string{"-1"}, 0, refused},
+		{"int32 min", []string{"-2147483648"}, 0, refused},
+		{"beyond int32", []string{"2147483648"}, 0, refused},
+		{"below int32", []string{"-2147483649"}, 0, refused},
+		{"huge", []string{"99999999999999999999999"}, 0, refused},
+		{"empty", []string{""}, 0, refused},
+		{"minus alone", []string{"-"}, 0, refused},
+		{"plus", []string{"+5"}, 0, refused},
+		{"space", []string{" 5"}, 0, refused},
+		{"fraction", []string{"1.5"}, 0, refused},
+		{"unit", []string{"5ms"}, 0, refused},
+		{"hex", []string{"0x10"}, 0, refused},
+		{"two values", []string{"1", "2"}, 0, refused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := metadata.MD{}
+			for _, v := range tt.values {
+				md.Append(pushbackKey, v)
+			}
+			got, state := parsePushback(md)
+			assert.Equal(t, tt.want, got, "parsePushback(%q) delay", tt.values)
+			assert.Equal(t, tt.state, state, "parsePushback(%q) state", tt.values)
+		})
+	}
+}
+
+// FuzzParsePushback checks the parser against strconv on any input: a delay
+// exactly when the value is a decimal int32 of 0 or more (an optional '-',
+// no '+'), never negative, never above MaxInt32 milliseconds, and never a
+// panic.
+func FuzzParsePushback(f *testing.F) {
+	for _, s := range []string{"0", "250", "-1", "", "+5", "007", "2147483647", "2147483648", "-2147483648",
+		"1.5", " 1", "\x00", "٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, state := parsePushback(metadata.MD{pushbackKey: {s}})
+		if got < 0 || got > math.MaxInt32*time.Millisecond {
+			t.Fatalf("parsePushback(%q) = %v, out of range", s, got)
+		}
+		n, err := strconv.ParseInt(s, 10, 32)
+		valid := err == nil && s != "" && s[0] != '+'
+		switch {
+		case valid && n >= 0:
+			if state != pushedBack || got != time.Duration(n)*time.Millisecond {
+				t.Fatalf("parsePushback(%q) = %v, %v, want %v, pushed back", s, got, state, time.Duration(n)*time.Millisecond)
+			}
+		default:
+			if state != refused || got != 0 {
+				t.Fatalf("parsePushback(%q) = %v, %v, want a refusal", s, got, state)
+			}
+		}
+	})
+}
+
+var allCodes = func() []codes.Code {
+	var cs []codes.Code
+	for c := codes.OK + 1; c <= codes.Unauthenticated; c++ {
+		cs = append(cs, c)
+	}
+	return append(cs, codes.Code(99))
+}()
+
+func TestDefaultClassifierTable(t *testing.T) {
+	t.Parallel()
+	retried := map[codes.Code]bool{codes.Unavailable: true, codes.DeadlineExceeded: true}
+	for _, c := range allCodes {
+		for _, pb := range []pushback{noPushback, pushedBack, refused} {
+			want := retry.Stop
+			if retried[c] || (c == codes.ResourceExhausted && pb == pushedBack) {
+				want = retry.Retry
+			}
+			ae := &attemptError{err: status.Error(c, "x"), code: c, sent: true, pushback: pb}
+			assert.Equal(t, want, DefaultClassifier(ae), "DefaultClassifier(%v, pushback %d)", c, pb)
+			// Wrapped as the interceptors wrap it, and with the wrappers of
+			// a retry.Error around it.
+			wrapped := &retry.Error{Reason: retry.ErrExhausted, Last: retry.RetryAfter(ae, time.Second)}
+			assert.Equal(t, want, DefaultClassifier(wrapped), "DefaultClassifier(wrapped %v)", c)
+		}
+		// A bare status error has no pushback.
+		want := retry.Stop
+		if retried[c] {
+			want = retry.Retry
+		}
+		assert.Equal(t, want, DefaultClassifier(status.Error(c, "x")), "DefaultClassifier(status %v)", c)
+		assert.Equal(t, want, DefaultClassifier(fmt.Errorf("wrapped: %w", status.Error(c, "x"))), "wrapped status %v", c)
+	}
+	// Errors without a status: the core's rules.
+	assert.Equal(t, retry.Stop, DefaultClassifier(context.Canceled))
+	assert.Equal(t, retry.Retry, DefaultClassifier(io.ErrUnexpectedEOF))
+	assert.Equal(t, retry.Unknown, DefaultClassifier(errors.New("something else")))
+}
+
+func TestOutcomeUnknownTable(t *testing.T) {
+	t.Parallel()
+	known := map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.NotFound: true, codes.AlreadyExists: true, codes.PermissionDenied: true,
+		codes.ResourceExhausted: true, codes.FailedPrecondition: true, codes.Aborted: true, codes.OutOfRange: true,
+		codes.Unimplemented: true, codes.Unauthenticated: true,
+	}
+	for _, c := range allCodes {
+		for _, pb := range []pushback{noPushback, pushedBack, refused} {
+			ae := &attemptError{err: status.Error(c, "x"), code: c, pushback: pb}
+			assert.False(t, ae.OutcomeUnknown(), "an attempt never sent: %v", c)
+			assert.False(t, retry.OutcomeUnknown(ae), "the core reads the method: %v", c)
+
+			ae.sent = true
+			want := !known[c]
+			if pb == pushedBack && (c == codes.Unavailable || c == codes.ResourceExhausted) {
+				want = false // the server turned it away
+			}
+			assert.Equal(t, want, ae.OutcomeUnknown(), "OutcomeUnknown(%v, pushback %d)", c, pb)
+			assert.Equal(t, want, retry.OutcomeUnknown(retry.Permanent(ae)), "through the core: %v", c)
+		}
+	}
+}
+
+func TestProtoName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method string
+		want   string
+		ok     bool
+	}{
+		{"/pkg.Service/Method", "pkg.Service.Method", true},
+		{"/Service/Method", "Service.Method", true},
+		{"pkg.Service/Method", "pkg.Service.Method", true},
+		{"/pkg.Service/", "", false},
+		{"//Method", "", false},
+		{"/pkg.Service", "", false},
+		{"/pkg.Service/Method/extra", "", false},
+		{"/pkg service/Method", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := protoName(tt.method)
+		assert.Equal(t, tt.ok, ok, "protoName(%q) ok", tt.method)
+		if tt.ok {
+			assert.Equal(t, tt.want, string(got), "protoName(%q)", tt.method)
+		}
+	}
+}
