@@ -1,0 +1,126 @@
+// Package retrygrpc retries gRPC calls with the policies of package
+// [github.com/seed93a044d1/retry]: the same backoff, budget, limiter and
+// deadline rules as every other call the service makes, through grpc-go's
+// client interceptors. Turning it on is one line where the connection is
+// made, with grpc-go's own retries off:
+//
+//	conn, err := grpc.NewClient(target, creds, grpc.WithDisableRetry(),
+//		grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(policy)),
+//		grpc.WithChainStreamInterceptor(retrygrpc.StreamClientInterceptor(policy)))
+//
+// Each call runs the core loop, [retry.Do], once: MaxAttempts counts every
+// attempt, the Budget is asked for every retry, and no attempt starts, or
+// wait runs, past the call's deadline.
+//
+// # What is retried
+//
+// Whether another attempt could succeed is the classifier's to say:
+// [DefaultClassifier] retries UNAVAILABLE and DEADLINE_EXCEEDED, and
+// RESOURCE_EXHAUSTED when the server says when to come back; its
+// documentation gives the reason for every code. A Policy's own Classifier
+// replaces it; build on it with [retry.Classifiers].
+//
+// Whether another attempt is safe follows gRFC A6: a call that the server
+// may have carried out is repeated only if its method is declared
+// idempotent, while one the server is known not to have acted on is
+// repeated for any method. Known not to have acted on: a call that never
+// left the client (no connection could be made, no backend was ready), one
+// the server turned away with a pushback on UNAVAILABLE or
+// RESOURCE_EXHAUSTED, and one it answered with a code that says it refused
+// the request (INVALID_ARGUMENT, NOT_FOUND, and the other codes the table
+// stops on anyway). May have acted on: anything else once the request was
+// sent, such as UNAVAILABLE from a connection cut mid-call or from the
+// server itself, DEADLINE_EXCEEDED, INTERNAL. This rule is not the
+// classifier's: no Classifier can make the interceptors repeat such a call.
+// A call's error says which case it was through a method OutcomeUnknown()
+// bool, which [retry.Error].OutcomeUnknown reports for the whole call.
+//
+// A call is declared idempotent, and the declarations add up, when:
+//
+//   - its method's .proto says option idempotency_level = IDEMPOTENT or
+//     NO_SIDE_EFFECTS, and the generated code is linked in (it registers
+//     the file with the protobuf runtime, where the interceptor looks);
+//   - its method is listed with [Idempotent], or an [IdempotentFunc] says so;
+//   - its outgoing metadata has a non-empty idempotency-key or
+//     x-idempotency-key, so that the server can recognise a repeat, as the
+//     Idempotency-Key header does for retryhttp.
+//
+// CANCELLED caused by the caller never retries: the loop stops as soon as
+// the caller's context ends, before asking anything.
+//
+// # Pushback
+//
+// A server asks for a delay with the grpc-retry-pushback-ms trailer, which
+// counts as Retry-After does in HTTP: the next attempt waits the longer of
+// the backoff and the pushback (A6 waits exactly the pushback; never
+// retrying sooner than the backoff keeps a server that answers 0 from
+// being hammered); a pushback above Policy.MaxRetryAfter stops the call at
+// once with [retry.ErrServerDelay], and one that would pass the deadline
+// with [retry.ErrNoTimeLeft]. A negative or malformed value, or several
+// values, means "do not retry" (A6): the call stops at once. The parser
+// accepts an optional '-' and ASCII digits that fit an int32, leading zeros
+// included, as grpc-go and grpc-java read them; anything else is malformed.
+//
+// # What the server sees
+//
+// Every retry carries the request metadata grpc-previous-rpc-attempts: the
+// number of attempts before it (1, 2, ...), absent on the first, as A6
+// specifies. Policy.AttemptTimeout bounds each unary attempt, and the
+// server sees it as the attempt's deadline (grpc-timeout).
+//
+// # Streams
+//
+// A stream is retried only until it is committed, as A6 defines it: until
+// the first response header or message arrives. After that, an error is
+// returned to the caller as it is, and Policy.AttemptTimeout no longer
+// applies: it bounds each attempt until commit.
+//
+// A server-streaming call is retried whole: its one request is sent again
+// on a new stream. Its first attempt opens when the caller opens the
+// stream, and the loop runs in the first RecvMsg or Header, so the error of
+// a stream that never committed, the failure to open it included, comes
+// from RecvMsg once retrying has stopped, as gRPC reports a stream's
+// status. The loop's clock, the limiter's first token and the budget's
+// deposit start there too.
+//
+// A client-streaming or bidirectional call is retried only while its stream
+// opens, when nothing has been sent: its messages are never replayed. A6
+// keeps a replay buffer for them, but a client-streaming call usually
+// commits only when the server answers at the end, so the buffer would hold
+// the whole upload, or give up retrying, silently, at a size the caller
+// does not see; and a bidirectional call's sender and receiver run on
+// different goroutines, so a replay in RecvMsg would race with the caller's
+// SendMsg. Retry such a call above the stream, where the whole exchange can
+// be started again.
+//
+// # grpc-go's own retries
+//
+// grpc-go retries the methods that a service config gives a retryPolicy,
+// and that config can come from the name resolver (DNS TXT records, xDS)
+// without the client's code asking for it. Left on, those retries multiply
+// with the interceptors' (MaxAttempts times maxAttempts attempts, each
+// budget blind to the other's), and both write grpc-previous-rpc-attempts,
+// so the server cannot tell attempts apart. So turn them off with
+// [grpc.WithDisableRetry] on the connections that use these interceptors.
+// That leaves grpc-go's transparent retries on: they repeat only calls that
+// never reached the server's application (A6), which is safe under the
+// interceptors and invisible to them.
+//
+// # Errors
+//
+// When retrying stops, a unary call (and a stream that never committed)
+// returns an error that holds a [*retry.Error] (errors.As reaches it, with
+// the stop reason and the last attempt's error) and whose gRPC status, for
+// [status.Code] and [status.FromError], is the one gRPC itself would have
+// given: the last attempt's, unchanged (code, message, details), or
+// CANCELLED or DEADLINE_EXCEEDED if the caller's context ended the call.
+// Giving up early because no attempt could fit before the deadline keeps
+// the last attempt's status; errors.Is(err, context.DeadlineExceeded) is
+// true then.
+//
+// # One call
+//
+// [CallPolicy] gives one call its own policy, as a [grpc.CallOption]:
+//
+//	reply, err := client.Get(ctx, req, retrygrpc.CallPolicy(retry.Policy{MaxAttempts: 1}))
+package retrygrpc
