@@ -36,7 +36,6 @@ const (
 )
 
 var (
-	unaryDesc  = &grpc.StreamDesc{}
 	watchDesc  = &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
 	uploadDesc = &grpc.StreamDesc{StreamName: "Upload", ClientStreams: true}
 )
