@@ -36,17 +36,18 @@ func callFailed(ctx context.Context, err error) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	var st *status.Status
+	st := lastStatus(re)
 	switch {
-	case errors.Is(re.Reason, retry.ErrNoTimeLeft):
-		st = lastStatus(re)
+	case errors.Is(re.Reason, retry.ErrNoTimeLeft), errors.Is(re.Reason, retry.ErrExhausted),
+		errors.Is(re.Reason, retry.ErrNotRetryable), errors.Is(re.Reason, retry.ErrBudgetExhausted),
+		errors.Is(re.Reason, retry.ErrServerDelay):
+		// The loop's own reasons: the last attempt's status says what went
+		// wrong, even if the caller's context has ended since.
 	case ctx.Err() != nil:
 		st = status.FromContextError(ctx.Err())
 	case errors.Is(re.Reason, context.DeadlineExceeded):
 		// The deadline has come, its timer has not fired yet.
 		st = status.FromContextError(context.DeadlineExceeded)
-	default:
-		st = lastStatus(re)
 	}
 	return &callError{err: re, status: st}
 }
