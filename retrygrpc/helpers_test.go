@@ -33,11 +33,13 @@ const (
 	methodCreate = "/test.Store/Create" // never declared idempotent
 	methodWatch  = "/test.Store/Watch"  // server-streaming
 	methodUpload = "/test.Store/Upload" // client-streaming
+	methodChat   = "/test.Store/Chat"   // bidirectional
 )
 
 var (
 	watchDesc  = &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
 	uploadDesc = &grpc.StreamDesc{StreamName: "Upload", ClientStreams: true}
+	chatDesc   = &grpc.StreamDesc{StreamName: "Chat", ClientStreams: true, ServerStreams: true}
 )
 
 // handler serves the n-th call (1-based) the server received.

@@ -29,11 +29,11 @@ func leaveReady(t *testing.T, conn *grpc.ClientConn) {
 }
 
 // answer serves any of the test methods with "ok": a unary or
-// server-streaming call after reading its request, a client-streaming one
-// after reading all it sends.
+// server-streaming call after reading its request, a client-streaming or
+// bidirectional one after reading all it sends.
 func answer(ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
-	if method != methodUpload {
+	if method != methodUpload && method != methodChat {
 		return reply(ss, "ok")
 	}
 	for {
@@ -48,7 +48,7 @@ func answer(ss grpc.ServerStream) error {
 
 // call makes one call of method, of whichever kind, and returns the reply.
 func call(ctx context.Context, conn *grpc.ClientConn, method string) (string, error) {
-	desc := map[string]*grpc.StreamDesc{methodWatch: watchDesc, methodUpload: uploadDesc}[method]
+	desc := map[string]*grpc.StreamDesc{methodWatch: watchDesc, methodUpload: uploadDesc, methodChat: chatDesc}[method]
 	if desc == nil {
 		return invoke(ctx, conn, method)
 	}
@@ -71,7 +71,7 @@ func call(ctx context.Context, conn *grpc.ClientConn, method string) (string, er
 // it is retried whatever its method, until the server is back.
 func TestCallsReachARestartedServer(t *testing.T) {
 	t.Parallel()
-	for _, method := range []string{methodCreate, methodWatch, methodUpload} {
+	for _, method := range []string{methodCreate, methodWatch, methodUpload, methodChat} {
 		t.Run(method[len("/test.Store/"):], func(t *testing.T) {
 			each(t, func(t *testing.T, nw network, exact bool) {
 				s := newServer(func(_ int, ss grpc.ServerStream) error { return answer(ss) })

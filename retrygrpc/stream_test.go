@@ -263,7 +263,12 @@ func TestServerStreamAttemptTimeoutEndsAtCommit(t *testing.T) {
 			MaxAttempts: 2, Backoff: retry.Constant(0), AttemptTimeout: unit})))
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.ErrorIs(t, err, retry.ErrExhausted)
-		assert.Equal(t, before+2, s.count())
+		assert.Equal(t, 2, retryError(t, err).Attempts)
+		if exact {
+			assert.Equal(t, before+2, s.count())
+		} else {
+			assert.LessOrEqual(t, s.count(), before+2) // a loaded machine may cut one before it arrives
+		}
 	})
 }
 

@@ -144,10 +144,24 @@ func TestUnaryRepeatsAnUnknownOutcomeOnlyWhenIdempotent(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			each(t, func(t *testing.T, nw network, exact bool) {
+				timeout := tc.timeout
+				if timeout > 0 && !exact {
+					timeout = 500 * time.Millisecond // so that the request has time to reach the server
+				}
 				s := newServer(tc.handle)
-				p := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), AttemptTimeout: tc.timeout}
+				p := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), AttemptTimeout: timeout}
 				conn, stop := start(t, nw, s, p, retrygrpc.Idempotent(methodGet))
 				defer stop()
+				// On TCP a loaded machine may cut an attempt before the server
+				// sees it; the bubble's counts are exact.
+				assertCalls := func(want int) {
+					t.Helper()
+					if exact || timeout == 0 {
+						assert.Equal(t, want, s.count())
+					} else {
+						assert.LessOrEqual(t, s.count(), want)
+					}
+				}
 
 				begin := time.Now()
 				_, err := invoke(t.Context(), conn, methodCreate)
@@ -157,13 +171,14 @@ func TestUnaryRepeatsAnUnknownOutcomeOnlyWhenIdempotent(t *testing.T) {
 				re := retryError(t, err)
 				assert.Equal(t, 1, re.Attempts)
 				assertOutcomeUnknown(t, re, true)
-				assert.Equal(t, 1, s.count())
-				assertTook(t, exact, took, tc.timeout)
+				assertCalls(1)
+				assertTook(t, exact, took, timeout)
 
 				_, err = invoke(t.Context(), conn, methodGet)
 				assert.Equal(t, tc.code, status.Code(err))
 				assert.ErrorIs(t, err, retry.ErrExhausted)
-				assert.Equal(t, 4, s.count())
+				assert.Equal(t, 3, retryError(t, err).Attempts)
+				assertCalls(4)
 			})
 		})
 	}
@@ -386,8 +401,16 @@ func TestUnaryAttemptTimeoutTimesOut(t *testing.T) {
 			MaxAttempts: 2, Backoff: retry.Constant(0), AttemptTimeout: unit}))
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.ErrorIs(t, err, retry.ErrExhausted)
-		assert.Equal(t, before+2, s.count())
-		settled(t, exact, func() bool { return slowOnes.Load() == 4 }, "the server saw each slow attempt cancelled")
+		assert.Equal(t, 2, retryError(t, err).Attempts)
+		if exact {
+			assert.Equal(t, before+2, s.count())
+			settled(t, exact, func() bool { return slowOnes.Load() == 4 }, "the server saw each slow attempt cancelled")
+		} else {
+			// On TCP a loaded machine may cut an attempt before the server
+			// sees it, but the first two reached it and were cut.
+			assert.LessOrEqual(t, s.count(), before+2)
+			settled(t, exact, func() bool { return slowOnes.Load() >= 2 }, "the server saw the slow attempts cancelled")
+		}
 	})
 }
 
@@ -448,7 +471,11 @@ func TestUnaryCallerCancelStops(t *testing.T) {
 			assert.Equal(t, 1, retryError(t, err).Attempts, at)
 			assertTook(t, exact, took, 30*time.Millisecond)
 		}
-		assert.Equal(t, 2, s.count())
+		if exact {
+			assert.Equal(t, 2, s.count())
+		} else {
+			assert.LessOrEqual(t, s.count(), 2) // a loaded machine may cancel before a call arrives
+		}
 	})
 }
 
