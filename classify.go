@@ -5,10 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql/driver"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strings"
 	"syscall"
 )
 
@@ -76,12 +79,18 @@ func Classifiers(cs ...Classifier) Classifier {
 //
 //   - context.Canceled from fn: Stop. Someone cancelled the work on purpose.
 //   - an error that already came out of a retry loop (a [*Error], from a
-//     nested Do or from retryhttp): Stop. That loop has spent its attempts,
+//     nested Do or from retryhttp, or what [CheckResponse] makes of a
+//     response that retryhttp returned after giving up on it): Stop. That loop has spent its attempts,
 //     its budget or its time, and retrying at a second layer multiplies the
 //     load on the dependency exactly when it is failing: a client, a gateway,
 //     a service and a driver making 3 attempts each turn one action into 81
 //     calls. Retry at one layer; to retry at two on purpose, wrap the inner
 //     error with [Transient].
+//   - a request that net/http refuses before sending anything: an unsupported
+//     protocol scheme, an invalid header or trailer field, an invalid
+//     method, no host in the URL: Stop. It would fail the same way every
+//     time. (net/http reports these as plain text errors, which is how they
+//     are recognised; retryhttp checks what it can before the first attempt.)
 //   - context.DeadlineExceeded: Retry. The loop has already stopped if it was
 //     the caller's deadline, so this is an attempt's own timeout.
 //   - TLS and x509 verification errors, and a plain HTTP server answering a
@@ -113,7 +122,7 @@ func DefaultClassifier(err error) Decision {
 	switch {
 	case f.has(isCanceled):
 		return Stop
-	case f.has(isRetried):
+	case f.has(isRetried | isInvalid):
 		return Stop
 	case f.has(isDeadline):
 		return Retry
@@ -227,7 +236,7 @@ type facts struct {
 	sqlState string // of the first error with a SQLState method
 }
 
-type fact uint16
+type fact uint32
 
 const (
 	isCanceled    fact = 1 << iota // context.Canceled
@@ -242,6 +251,7 @@ const (
 	isEOF                          // io.EOF
 	isURL                          // a *url.Error: a net/http round trip
 	isRetried                      // a *Error: the result of a retry loop
+	isInvalid                      // a request net/http refused to send
 	isSQL                          // an error with a SQLState method
 	isUnsent                       // proof that nothing was sent: driver.ErrBadConn, SafeToRetry
 	isDecided                      // the outermost error that says whether its outcome is unknown...
@@ -318,6 +328,10 @@ func (f *facts) note(err error) {
 			f.set |= isStatus
 			f.status = e.StatusCode
 		}
+		if e.spent != nil {
+			f.set |= isRetried
+			f.decide(e.spent.OutcomeUnknown)
+		}
 	case *net.DNSError:
 		f.set |= isDNS
 		if e.IsNotFound {
@@ -325,6 +339,7 @@ func (f *facts) note(err error) {
 		}
 	case *url.Error:
 		f.set |= isURL
+
 	case *Error:
 		f.set |= isRetried
 		f.decide(e.OutcomeUnknown)
@@ -339,6 +354,9 @@ func (f *facts) note(err error) {
 	// only the *net.OpError inside knows.
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		f.set |= isTimeout
+	}
+	if reflect.TypeOf(err) == errorString && invalidRequest(err.Error()) {
+		f.set |= isInvalid
 	}
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
@@ -357,6 +375,30 @@ func (f *facts) note(err error) {
 			f.set |= s.fact
 		}
 	}
+}
+
+// errorString is the type of errors.New's errors (fmt.Errorf's too, without
+// %w), which net/http uses for a request it refuses to send.
+var errorString = reflect.TypeOf(errors.New(""))
+
+// invalidRequest reports whether msg is one of net/http's errors for a
+// request it refuses to send: nothing left the process, and nothing will on
+// another attempt.
+func invalidRequest(msg string) bool {
+	for _, prefix := range [...]string{
+		"unsupported protocol scheme ",
+		"net/http: invalid header ",
+		"net/http: invalid trailer ",
+		"net/http: invalid method ",
+		"http: no Host in request URL",
+		"http: nil Request.URL",
+		"http: nil Request.Header",
+	} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Permanent marks err as not worth retrying, whatever the classifier says:

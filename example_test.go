@@ -111,7 +111,11 @@ func ExampleCheckResponse() {
 
 	policy := retry.Policy{
 		Backoff: retry.Constant(0),
-		OnRetry: func(e retry.RetryEvent) { fmt.Println("retrying after:", e.Err) },
+		Observe: func(_ context.Context, e retry.Event) {
+			if e.Retry {
+				fmt.Println("retrying after:", e.Err)
+			}
+		},
 	}
 	body, err := retry.DoValue(context.Background(), get, policy)
 	fmt.Println(body, err)
@@ -197,32 +201,54 @@ func ExampleDo_deadline() {
 	// last error kept: true
 }
 
-func ExamplePolicy_onRetry() {
-	// Drop the time so that the output is the same on every run.
+// Observe sees each attempt and the end of each call, with the caller's
+// context, so a slog handler that reads trace IDs from the context puts them
+// on every line.
+func ExamplePolicy_observe() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey && len(groups) == 0 {
+		// Drop the times so that the output is the same on every run.
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, "took", "elapsed":
 				return slog.Attr{}
 			}
 			return a
 		},
 	}))
-
-	policy := retry.Policy{
-		MaxAttempts: 3,
-		Backoff:     retry.Constant(0),
-		OnRetry: func(e retry.RetryEvent) {
-			logger.Info("retrying", "attempt", e.Attempt, "err", e.Err, "wait", e.Wait)
-		},
+	observe := func(ctx context.Context, e retry.Event) {
+		switch {
+		case e.Done && e.Err == nil:
+			logger.InfoContext(ctx, "call succeeded", "attempts", e.Attempt, "elapsed", e.Elapsed)
+		case e.Done:
+			logger.ErrorContext(ctx, "call failed", "attempts", e.Attempt, "reason", e.Reason,
+				"outcome_unknown", e.OutcomeUnknown, "elapsed", e.Elapsed)
+		case e.Retry:
+			logger.WarnContext(ctx, "attempt failed, retrying", "attempt", e.Attempt, "took", e.Duration,
+				"err", e.Err, "wait", e.Wait, "wait_set_by", e.WaitSetBy())
+		case e.Err != nil:
+			logger.WarnContext(ctx, "attempt failed", "attempt", e.Attempt, "took", e.Duration, "err", e.Err)
+		default:
+			logger.InfoContext(ctx, "attempt succeeded", "attempt", e.Attempt, "took", e.Duration)
+		}
 	}
-	err := retry.Do(context.Background(), func(context.Context) error {
-		return syscall.ECONNRESET
+	policy := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), Observe: observe}
+
+	calls := 0
+	_ = retry.Do(context.Background(), func(context.Context) error {
+		if calls++; calls < 2 {
+			return syscall.ECONNRESET
+		}
+		return nil
 	}, policy)
-	logger.Error("gave up", "err", err)
+	_ = retry.Do(context.Background(), func(context.Context) error {
+		return retry.Permanent(errors.New("invalid card number"))
+	}, policy)
 	// Output:
-	// level=INFO msg=retrying attempt=1 err="connection reset by peer" wait=0s
-	// level=INFO msg=retrying attempt=2 err="connection reset by peer" wait=0s
-	// level=ERROR msg="gave up" err="retry: gave up after 3 attempts (attempts exhausted): connection reset by peer"
+	// level=WARN msg="attempt failed, retrying" attempt=1 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=INFO msg="attempt succeeded" attempt=2
+	// level=INFO msg="call succeeded" attempts=2
+	// level=WARN msg="attempt failed" attempt=1 err="invalid card number"
+	// level=ERROR msg="call failed" attempts=1 reason="retry: error not retryable" outcome_unknown=false
 }
 
 // A queue worker stores the time of a job's next attempt instead of sleeping.
