@@ -359,3 +359,33 @@ func ExampleParseRetryAfter() {
 	// "1.5": 0s false
 	// "": 0s false
 }
+
+// Telling "the call ran out of time" from "the last attempt timed out": the
+// whole error matches context.DeadlineExceeded in both cases, because the
+// last attempt's error is reachable too; the Reason tells them apart.
+func ExampleError_Timeout() {
+	timedOut := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	err := retry.Do(context.Background(), timedOut, retry.Policy{
+		MaxAttempts:    2,
+		AttemptTimeout: time.Nanosecond,
+		Backoff:        retry.Constant(0),
+	})
+	var re *retry.Error
+	errors.As(err, &re)
+	fmt.Println("whole error is DeadlineExceeded:", errors.Is(err, context.DeadlineExceeded))
+	fmt.Println("ran out of time:", re.Timeout(), errors.Is(re.Reason, context.DeadlineExceeded))
+	fmt.Println("last attempt timed out:", errors.Is(re.Last, context.DeadlineExceeded))
+	fmt.Println("reason:", re.Reason)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	err = retry.Do(ctx, timedOut)
+	errors.As(err, &re)
+	fmt.Println("ran out of time:", re.Timeout(), errors.Is(re.Reason, context.DeadlineExceeded))
+	// Output:
+	// whole error is DeadlineExceeded: true
+	// ran out of time: false false
+	// last attempt timed out: true
+	// reason: retry: attempts exhausted
+	// ran out of time: true true
+}
