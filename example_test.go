@@ -233,22 +233,29 @@ func ExamplePolicy_observe() {
 	}
 	policy := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), Observe: observe}
 
-	calls := 0
-	_ = retry.Do(context.Background(), func(context.Context) error {
-		if calls++; calls < 2 {
-			return syscall.ECONNRESET
+	failing := func(times int) func(context.Context) error {
+		calls := 0
+		return func(context.Context) error {
+			if calls++; calls <= times {
+				return syscall.ECONNRESET
+			}
+			return nil
 		}
-		return nil
-	}, policy)
-	_ = retry.Do(context.Background(), func(context.Context) error {
-		return retry.Permanent(errors.New("invalid card number"))
-	}, policy)
+	}
+	_ = retry.Do(context.Background(), failing(0), policy)  // success
+	_ = retry.Do(context.Background(), failing(2), policy)  // success after two retries
+	_ = retry.Do(context.Background(), failing(10), policy) // exhausted
 	// Output:
+	// level=INFO msg="attempt succeeded" attempt=1
+	// level=INFO msg="call succeeded" attempts=1
 	// level=WARN msg="attempt failed, retrying" attempt=1 err="connection reset by peer" wait=0s wait_set_by=backoff
-	// level=INFO msg="attempt succeeded" attempt=2
-	// level=INFO msg="call succeeded" attempts=2
-	// level=WARN msg="attempt failed" attempt=1 err="invalid card number"
-	// level=ERROR msg="call failed" attempts=1 reason="retry: error not retryable" outcome_unknown=false
+	// level=WARN msg="attempt failed, retrying" attempt=2 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=INFO msg="attempt succeeded" attempt=3
+	// level=INFO msg="call succeeded" attempts=3
+	// level=WARN msg="attempt failed, retrying" attempt=1 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=WARN msg="attempt failed, retrying" attempt=2 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=WARN msg="attempt failed" attempt=3 err="connection reset by peer"
+	// level=ERROR msg="call failed" attempts=3 reason="retry: attempts exhausted" outcome_unknown=true
 }
 
 // A queue worker stores the time of a job's next attempt instead of sleeping.
