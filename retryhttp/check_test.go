@@ -104,24 +104,3 @@ func TestRoundTripNilRequest(t *testing.T) {
 	assert.Nil(t, resp)
 	assert.Error(t, err)
 }
-
-func BenchmarkCheckRequest(b *testing.B) {
-	// The cost of the checks on the success path is the difference between
-	// a request with typical headers sent through the Transport and through
-	// http.Transport; see BenchmarkRoundTrip. This measures them alone, as
-	// a retried request with no server: an invalid request is refused
-	// before any attempt.
-	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "retry-bench/1")
-	req.Header.Set("Authorization", "Bearer abc")
-	req.Header["Bad\x01"] = []string{"x"}
-	rt := &retryhttp.Transport{Base: roundTripperFunc(func(*http.Request) (*http.Response, error) {
-		b.Fatal("an invalid request was sent")
-		return nil, nil
-	})}
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _ = rt.RoundTrip(req)
-	}
-}
