@@ -14,7 +14,7 @@ import (
 
 // The cost of instrumenting a policy, against the same policy bare:
 //
-//	go test -run '^$' -bench . -benchmem -count 6 ./retryotel
+//	cd retryotel && go test -run '^$' -bench . -benchmem -count 6
 func BenchmarkInstrument(b *testing.B) {
 	bare := retry.Policy{Backoff: retry.Constant(0)}
 	sdk := retryotel.Instrument(bare, retryotel.WithMeterProvider(
