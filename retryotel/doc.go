@@ -8,7 +8,9 @@
 //
 // It works through [retry.Policy].Observe, so it sees every call made with
 // the policy, by retry.Do, retry.DoValue or retryhttp, and keeps the
-// policy's own Observe.
+// policy's own Observe. Only the policies it returns are instrumented: a
+// policy that a request carries for itself (retryhttp.WithPolicy) must go
+// through Instrument too.
 //
 // # Metrics
 //
