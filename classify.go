@@ -280,7 +280,7 @@ func inspect(err error) facts {
 }
 
 func (f *facts) walk(err error) {
-	for err != nil {
+	for err != nil && !nilPointer(err) {
 		f.note(err)
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
@@ -377,6 +377,14 @@ func (f *facts) note(err error) {
 	}
 }
 
+// nilPointer reports whether err is a nil pointer in a non-nil interface,
+// such as a (*url.Error)(nil) returned as an error: calling its methods would
+// panic, so the walks of an error tree stop there. It does not allocate.
+func nilPointer(err error) bool {
+	v := reflect.ValueOf(err)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // errorString is the type of errors.New's errors (fmt.Errorf's too, without
 // %w), which net/http uses for a request it refuses to send.
 var errorString = reflect.TypeOf(errors.New(""))
@@ -463,7 +471,7 @@ func classify(c Classifier, err error) Decision {
 // (depth first, pre-order), that has type E. Unlike errors.As it takes no
 // pointer target, so nothing escapes to the heap.
 func find[E error](err error) (E, bool) {
-	for err != nil {
+	for err != nil && !nilPointer(err) {
 		if e, ok := err.(E); ok {
 			return e, true
 		}

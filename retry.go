@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -504,7 +505,11 @@ func (e *Error) Error() string {
 	if e.Reason != nil {
 		b.WriteString(" (" + strings.TrimPrefix(e.Reason.Error(), "retry: ") + ")")
 	}
-	if e.Last != nil {
+	switch {
+	case e.Last == nil:
+	case nilPointer(e.Last):
+		b.WriteString(": " + fmt.Sprintf("%T(nil)", e.Last)) // its Error method would panic
+	default:
 		b.WriteString(": " + e.Last.Error())
 	}
 	return b.String()

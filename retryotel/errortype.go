@@ -87,6 +87,9 @@ func (f *found) walk(err error, depth int) {
 	if err == nil || depth > maxDepth {
 		return
 	}
+	if isNilPointer(err) {
+		return
+	}
 	if n, ok := err.(interface{ ErrorType() string }); ok && f.named == "" {
 		f.named = n.ErrorType()
 	}
@@ -163,6 +166,9 @@ var (
 // context to an error but say nothing of what failed.
 func unwrapPlain(err error) error {
 	for range maxDepth {
+		if isNilPointer(err) {
+			return err
+		}
 		var next error
 		switch e := err.(type) {
 		case *url.Error:
@@ -187,6 +193,13 @@ func unwrapPlain(err error) error {
 // typeName names err's type as OpenTelemetry's semconv.ErrorType does: the
 // package path and name of a named type, else the type as Go prints it
 // ("*url.Error").
+// isNilPointer reports whether err is a nil pointer returned as an error,
+// such as a (*url.Error)(nil): its methods would panic.
+func isNilPointer(err error) bool {
+	v := reflect.ValueOf(err)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 func typeName(err error) string {
 	t := reflect.TypeOf(err)
 	if pkg, name := t.PkgPath(), t.Name(); pkg != "" && name != "" {

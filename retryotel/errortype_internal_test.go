@@ -92,3 +92,10 @@ func TestErrorTypeAllocs(t *testing.T) {
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { errorType(reset) }))
 }
+
+func TestErrorTypeOfNilPointer(t *testing.T) {
+	var uerr *url.Error
+	if got := errorType(uerr); got != "*url.Error" {
+		t.Errorf("errorType((*url.Error)(nil)) = %q, want %q", got, "*url.Error")
+	}
+}
