@@ -29,9 +29,9 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 	given := variants[0]
 	fmt.Fprintf(stdout, "\nOUTAGE DRILL: %s notification jobs queued at t = 0 meet a provider outage (virtual time, seed %d)\n", count(c.jobs), c.seed)
 	fmt.Fprintf(stdout, "Provider: down until %v, and silent: each attempt times out at the policy's AttemptTimeout. Then it serves\n", given.Outage)
-	fmt.Fprintf(stdout, "  %d requests per clock second and answers 429 with Retry-After: 1 above that (the seconds until its next\n", given.Capacity)
-	fmt.Fprintf(stdout, "  second, rounded up). %.0f%% of served replies are lost: the worker times out and retries with the same\n", 100*given.LostReplies)
-	fmt.Fprintf(stdout, "  idempotency key, which the provider answers 200 without sending twice.\n")
+	fmt.Fprintf(stdout, "  %d requests per clock second and answers 429 above that, with Retry-After: 1 (the time until its next\n", given.Capacity)
+	fmt.Fprintf(stdout, "  clock second, rounded up to whole seconds). %.0f%% of served replies are lost: the worker times out and\n", 100*given.LostReplies)
+	fmt.Fprintf(stdout, "  retries with the same idempotency key, which the provider answers 200 without sending twice.\n")
 	fmt.Fprintf(stdout, "Policy as given: MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} (full jitter), AttemptTimeout 2s,\n")
 	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20) for every attempt. A scheduler stores each job's next attempt time from retry.Next\n")
 	fmt.Fprintf(stdout, "  instead of sleeping on it; a job that comes due takes a limiter token and goes out after the token's delay.\n")
@@ -90,7 +90,7 @@ func writeOutcomeTable(w io.Writer, results []sim.DrillResult) {
 func writeLoadTable(w io.Writer, results []sim.DrillResult) {
 	fmt.Fprintf(w, "\nWhat the provider saw\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tattempts\tin the outage\t429s\tretries per delivery\twaits set by Retry-After\tpeak attempts/s\tpeak once back\t")
+	fmt.Fprintln(tw, "variant\tattempts\tin the outage\t429s\tretries/delivery\tRetry-After waits\tpeak attempts/s\tpeak once back\t")
 	for _, r := range results {
 		s := r.Summary
 		rpd := "-"
@@ -101,9 +101,10 @@ func writeLoadTable(w io.Writer, results []sim.DrillResult) {
 			r.Name, count(s.Attempts), count(r.InOutage()), count(r.Count(sim.Throttled)), rpd, count(len(r.ServerWaits)), count(s.PeakPerSecond), count(s.PeakUp))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(retries per delivery: every retry, those of dead-lettered jobs included, per delivered job; waits set by")
-	fmt.Fprintln(w, " Retry-After: retries whose wait the server's delay made longer than the backoff's; peak: the most attempts in")
-	fmt.Fprintln(w, " one clock second [k s, k+1 s), the bins the charts draw; once back: from the first second the provider is up)")
+	fmt.Fprintln(w, "(in the outage: attempts that met the provider down; retries/delivery: every retry, those of dead-lettered")
+	fmt.Fprintln(w, " jobs included, per delivered job; Retry-After waits: retries whose wait the server's delay made longer than the")
+	fmt.Fprintln(w, " backoff's; peak: the most attempts in one clock second [k s, k+1 s), the bins the charts draw; once back: from")
+	fmt.Fprintln(w, " the first second the provider is up)")
 }
 
 // writeDrillNotes prints, per result, the dead letters by reason and the

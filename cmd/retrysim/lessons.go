@@ -105,7 +105,7 @@ func lockstepLesson(neither *sim.DrillResult) string {
 	case len(ws):
 		inOutage = ", all in the outage"
 	}
-	return fmt.Sprintf("With neither, the jobs retry in lockstep: %s of %s attempts, each at a single instant%s; %s jobs are delivered.",
+	return fmt.Sprintf("With neither, the jobs move in lockstep: %s of %s attempts, each at a single instant%s; %s jobs are delivered.",
 		plural(len(ws), "wave"), size, inOutage, count(s.Delivered))
 }
 

@@ -49,7 +49,7 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 		"CONTENTION STUDY", "Write calls until every client has succeeded", "Time until the last client succeeds",
 		"Against the published figures", "exponential", "full jitter", "equal jitter", "decorrelated", "no backoff",
 		"OUTAGE DRILL: 2,000 notification jobs", "as given", "no jitter", "no limiter", "10% budget", "no limiter, 503 + Retry-After",
-		"What became of the jobs", "What the provider saw", "retries per delivery", "waits set by Retry-After",
+		"What became of the jobs", "What the provider saw", "retries/delivery", "Retry-After waits",
 		"peak attempts/s", "peak once back", "p99 latency", "What each variant shows:",
 		"Charts (8 SVG files) written to " + dir,
 	} {
