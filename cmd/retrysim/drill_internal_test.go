@@ -189,3 +189,25 @@ func TestWriteWrapped(t *testing.T) {
 	writeWrapped(&out, "x: ", "unbreakablewordlongerthanwidth", 10)
 	assert.Equal(t, "x: unbreakablewordlongerthanwidth\n", out.String(), "a long word stays whole")
 }
+
+func TestShortestGapAfter(t *testing.T) {
+	t.Parallel()
+	s := time.Second
+	r := sim.DrillResult{Attempts: []sim.Attempt{
+		{At: 0, Job: 1, Result: sim.Throttled},
+		{At: 0, Job: 2, Result: sim.Throttled},
+		{At: 1500 * time.Millisecond, Job: 1, Result: sim.Throttled},
+		{At: 2 * s, Job: 3, Result: sim.Down},
+		{At: 2600 * time.Millisecond, Job: 1, Result: sim.Sent},
+		{At: 3 * s, Job: 2, Result: sim.Sent},
+		{At: 3100 * time.Millisecond, Job: 3, Result: sim.Sent},
+	}}
+	gap, ok := shortestGapAfter(r, sim.Throttled)
+	assert.True(t, ok)
+	assert.Equal(t, 1100*time.Millisecond, gap, "job 1's second 429, answered at 1.5s, retried at 2.6s")
+	gap, ok = shortestGapAfter(r, sim.Down)
+	assert.True(t, ok)
+	assert.Equal(t, 1100*time.Millisecond, gap)
+	_, ok = shortestGapAfter(r, sim.LostReply)
+	assert.False(t, ok)
+}
