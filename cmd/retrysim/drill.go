@@ -147,12 +147,12 @@ const (
 // Series with nothing in them are left out. down labels the outage.
 func drillChart(r sim.DrillResult, capacity int, lim *rate.Limiter, down, lesson string) svg.Chart {
 	until := r.Summary.Drain
-	series := []svg.Series{steps("attempts", colorAttempts, false, sim.PerSecondUntil(r.Times(), until))}
+	series := []svg.Series{steps("attempts", colorAttempts, false, sim.PerSecond(r.Times(), until))}
 	for _, s := range []svg.Series{
-		steps("delivered", colorDelivered, true, sim.PerSecondUntil(r.Times(sim.Sent, sim.Duplicate), until)),
-		steps("429 Too Many Requests", colorThrottled, false, sim.PerSecondUntil(r.Times(sim.Throttled), until)),
-		steps("dead-lettered", colorDead, true, sim.PerSecondUntil(r.DeadTimes(), until)),
-		steps("waits set by Retry-After", colorServer, true, sim.PerSecondUntil(r.ServerWaits, until)),
+		steps("delivered", colorDelivered, true, sim.PerSecond(r.Times(sim.Sent, sim.Duplicate), until)),
+		steps("429 Too Many Requests", colorThrottled, false, sim.PerSecond(r.Times(sim.Throttled), until)),
+		steps("dead-lettered", colorDead, true, sim.PerSecond(r.DeadTimes(), until)),
+		steps("waits set by Retry-After", colorServer, true, sim.PerSecond(r.ServerWaits, until)),
 	} {
 		if slicesMax(s.Y) > 0 {
 			series = append(series, s)

@@ -21,24 +21,24 @@ func drillLessons(results []sim.DrillResult) map[string]string {
 		by[results[i].Name] = &results[i]
 	}
 	out := map[string]string{}
-	given, noJitter, noLimiter, neither, budget, told := by[sim.AsGiven], by[sim.NoJitter], by[sim.NoLimiter], by[sim.NoJitterNoLimiter], by[sim.Budget10], by[sim.ServerDelay]
+	given, noJitter, noLimiter, neither, budget, told := by[sim.DrillNames.AsGiven], by[sim.DrillNames.NoJitter], by[sim.DrillNames.NoLimiter], by[sim.DrillNames.NoJitterNoLimiter], by[sim.DrillNames.Budget10], by[sim.DrillNames.ServerDelay]
 	if given != nil && noLimiter != nil {
-		out[sim.AsGiven] = limiterLesson(given, noLimiter)
+		out[sim.DrillNames.AsGiven] = limiterLesson(given, noLimiter)
 	}
 	if noJitter != nil && given != nil && neither != nil {
-		out[sim.NoJitter] = noJitterLesson(noJitter, given, neither)
+		out[sim.DrillNames.NoJitter] = noJitterLesson(noJitter, given, neither)
 	}
 	if noLimiter != nil && neither != nil {
-		out[sim.NoLimiter] = jitterLesson(noLimiter, neither)
+		out[sim.DrillNames.NoLimiter] = jitterLesson(noLimiter, neither)
 	}
 	if neither != nil {
-		out[sim.NoJitterNoLimiter] = lockstepLesson(neither)
+		out[sim.DrillNames.NoJitterNoLimiter] = lockstepLesson(neither)
 	}
 	if budget != nil && given != nil {
-		out[sim.Budget10] = budgetLesson(budget, given)
+		out[sim.DrillNames.Budget10] = budgetLesson(budget, given)
 	}
 	if told != nil && noLimiter != nil {
-		out[sim.ServerDelay] = serverDelayLesson(told, noLimiter)
+		out[sim.DrillNames.ServerDelay] = serverDelayLesson(told, noLimiter)
 	}
 	return out
 }

@@ -109,19 +109,22 @@ type DrillConfig struct {
 	Seed   uint64
 }
 
-// Names of the drill's variants, in the order DrillVariants returns them.
-const (
-	AsGiven           = "as given"
-	NoJitter          = "no jitter"
-	NoLimiter         = "no limiter"
-	NoJitterNoLimiter = "no jitter, no limiter"
-	Budget10          = "10% budget"
-	ServerDelay       = "no limiter, 503 + Retry-After"
-)
+// DrillNames are the names of the drill's variants, in the order
+// DrillVariants returns them.
+var DrillNames = struct {
+	AsGiven, NoJitter, NoLimiter, NoJitterNoLimiter, Budget10, ServerDelay string
+}{
+	AsGiven:           "as given",
+	NoJitter:          "no jitter",
+	NoLimiter:         "no limiter",
+	NoJitterNoLimiter: "no jitter, no limiter",
+	Budget10:          "10% budget",
+	ServerDelay:       "no limiter, 503 + Retry-After",
+}
 
 // DrillVariants returns the drill's comparison, each with fresh state, each
 // the policy as given with one or two things changed, so that each teaches
-// one thing:
+// one thing (named as in DrillNames):
 //
 //   - AsGiven: the policy as given (jitter and the limiter);
 //   - NoJitter: the same without jitter (what jitter adds behind a limiter);
@@ -144,22 +147,22 @@ func DrillVariants(seed uint64) []DrillConfig {
 		e.Jitter = retry.NoJitter
 		p.Backoff = e
 	}
-	given := base(AsGiven)
+	given := base(DrillNames.AsGiven)
 	given.Change = "nothing"
-	nj := base(NoJitter)
+	nj := base(DrillNames.NoJitter)
 	nj.Change = "Jitter: retry.NoJitter"
 	noJitter(&nj.Policy)
-	nl := base(NoLimiter)
+	nl := base(DrillNames.NoLimiter)
 	nl.Change = "no Limiter"
 	nl.Policy.Limiter = nil
-	neither := base(NoJitterNoLimiter)
+	neither := base(DrillNames.NoJitterNoLimiter)
 	neither.Change = "Jitter: retry.NoJitter and no Limiter"
 	noJitter(&neither.Policy)
 	neither.Policy.Limiter = nil
-	budget := base(Budget10)
+	budget := base(DrillNames.Budget10)
 	budget.Change = "Budget: retry.NewBudget(0.1, 0): retries up to 10% of first attempts, no per-second floor"
 	budget.Policy.Budget = retry.NewBudget(0.1, 0)
-	told := base(ServerDelay)
+	told := base(DrillNames.ServerDelay)
 	told.Change = "no Limiter, and the provider, while down, answers 503 at once with Retry-After: the seconds until it is back"
 	told.Policy.Limiter = nil
 	told.DownRetryAfter = true

@@ -45,7 +45,7 @@ func TestDrillVariants(t *testing.T) {
 		assert.Equal(t, 10*time.Second, v.Outage)
 		assert.Equal(t, 300, v.Capacity)
 		assert.Equal(t, 5, v.Policy.MaxAttempts)
-		assert.Equal(t, v.Name == sim.ServerDelay, v.DownRetryAfter, "only one variant changes the provider")
+		assert.Equal(t, v.Name == sim.DrillNames.ServerDelay, v.DownRetryAfter, "only one variant changes the provider")
 	}
 	given := vs[0].Policy
 	assert.Equal(t, retry.Exponential{Base: 500 * ms, Cap: 30 * time.Second}, given.Backoff)
@@ -170,7 +170,7 @@ func TestDrillProviderModel(t *testing.T) {
 			served := map[time.Duration]int{}
 			for _, a := range r.Attempts {
 				want := sim.Down
-				if name == sim.ServerDelay {
+				if name == sim.DrillNames.ServerDelay {
 					want = sim.Unavailable
 				}
 				if (a.Result == want) != (a.At < 10*time.Second) {
@@ -305,7 +305,7 @@ func TestDrillWithoutJitterOrLimiterMovesInWaves(t *testing.T) {
 // after the outage set more.
 func TestDrillServerDelaySetsWaits(t *testing.T) {
 	t.Parallel()
-	r := drill(t, sim.ServerDelay)
+	r := drill(t, sim.DrillNames.ServerDelay)
 	assert.Equal(t, 10_000, r.Count(sim.Unavailable), "no limiter: every first attempt at t = 0")
 	assert.Equal(t, 10_000, r.RetriedAfter(sim.Unavailable))
 	assert.Equal(t, 10_000, r.InOutage(), "one attempt per job in the outage, where silence costs four")
@@ -318,11 +318,11 @@ func TestDrillServerDelaySetsWaits(t *testing.T) {
 	assert.Equal(t, 10_000, waits[0], "decided at t = 0, on the 503s")
 	// Told when to come back, the jobs spend fewer attempts in the outage
 	// and deliver more than when the provider hangs.
-	hangs := drill(t, sim.NoLimiter)
+	hangs := drill(t, sim.DrillNames.NoLimiter)
 	assert.Greater(t, hangs.InOutage(), 4*r.InOutage())
 	assert.Greater(t, r.Summary.Delivered, hangs.Summary.Delivered)
 	// Where no Retry-After outlasts a backoff, the server sets no wait.
-	for _, name := range []string{sim.AsGiven, sim.NoJitter, sim.NoLimiter, sim.NoJitterNoLimiter, sim.Budget10} {
+	for _, name := range []string{sim.DrillNames.AsGiven, sim.DrillNames.NoJitter, sim.DrillNames.NoLimiter, sim.DrillNames.NoJitterNoLimiter, sim.DrillNames.Budget10} {
 		assert.Empty(t, drill(t, name).ServerWaits, name)
 	}
 }
@@ -461,21 +461,30 @@ func TestPeakPerSecond(t *testing.T) {
 func TestPerSecond(t *testing.T) {
 	t.Parallel()
 	times := []time.Duration{3500 * ms, 0, 999 * ms, time.Second, -ms}
-	assert.Equal(t, []int{3, 1, 0, 1}, sim.PerSecond(times), "a negative time counts in second 0")
-	assert.Nil(t, sim.PerSecond(nil))
-	assert.Equal(t, []int{3, 1, 0, 1, 0, 0}, sim.PerSecondUntil(times, 5500*ms), "padded to cover [0, 5.5s)")
-	assert.Equal(t, []int{3, 1, 0, 1}, sim.PerSecondUntil(times, 2*time.Second), "never cut short")
-	assert.Equal(t, []int{0, 0}, sim.PerSecondUntil(nil, 2*time.Second))
+	assert.Equal(t, []int{3, 1, 0, 1}, sim.PerSecond(times, 0), "a negative time counts in second 0")
+	assert.Nil(t, sim.PerSecond(nil, 0))
+	assert.Equal(t, []int{3, 1, 0, 1, 0, 0}, sim.PerSecond(times, 5500*ms), "padded to cover [0, 5.5s)")
+	assert.Equal(t, []int{3, 1, 0, 1}, sim.PerSecond(times, 2*time.Second), "never cut short")
+	assert.Equal(t, []int{0, 0}, sim.PerSecond(nil, 2*time.Second))
 	assert.Equal(t, time.Second, sim.RateBin)
 }
 
-func TestPeakFrom(t *testing.T) {
+func TestSummarizePeakOnceBack(t *testing.T) {
 	t.Parallel()
 	times := []time.Duration{0, 0, 0, 1500 * ms, 2 * time.Second, 2100 * ms}
-	assert.Equal(t, 3, sim.PeakFrom(times, 0))
-	assert.Equal(t, 2, sim.PeakFrom(times, time.Second))
-	assert.Equal(t, 2, sim.PeakFrom(times, 1500*ms), "from the first whole second at or after 1.5s")
-	assert.Equal(t, 0, sim.PeakFrom(times, 3*time.Second))
+	tests := []struct {
+		outage time.Duration
+		want   int
+	}{
+		{0, 3},
+		{time.Second, 2},
+		{1500 * ms, 2}, // from second 2, the first that starts at or after 1.5s
+		{3 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		got := sim.Summarize(6, tt.outage, times, nil, 0, 0).PeakUp
+		assert.Equal(t, tt.want, got, "outage until %v: PeakUp = %d, want %d", tt.outage, got, tt.want)
+	}
 }
 
 // TestPeakIsTheLargestPerSecondCount pins the one definition the table and
@@ -485,7 +494,7 @@ func TestPeakIsTheLargestPerSecondCount(t *testing.T) {
 	t.Parallel()
 	for _, name := range variantNames {
 		r := drill(t, name)
-		counts := sim.PerSecond(r.Times())
+		counts := sim.PerSecond(r.Times(), 0)
 		assert.Equal(t, slices.Max(counts), r.Summary.PeakPerSecond, name)
 		total := 0
 		for _, n := range counts {

@@ -14,17 +14,12 @@ import (
 const RateBin = time.Second
 
 // PerSecond returns the number of times (in any order) that fall in each
-// clock second, from second 0 up to the one holding the latest time: out[k]
-// counts the times in [k s, (k+1) s). A negative time counts in second 0. It
-// returns nil for no times.
-func PerSecond(times []time.Duration) []int {
-	return PerSecondUntil(times, 0)
-}
-
-// PerSecondUntil is [PerSecond] with at least enough seconds to cover
-// [0, until), so that the series of one chart line up; seconds with no time
-// in them count 0.
-func PerSecondUntil(times []time.Duration, until time.Duration) []int {
+// clock second: out[k] counts the times in [k s, (k+1) s). It covers every
+// second from 0 up to the one holding the latest time, and at least
+// [0, until), so that the series of one chart line up; a second with no
+// time in it counts 0, and a negative time counts in second 0. It returns
+// nil for no times and no until.
+func PerSecond(times []time.Duration, until time.Duration) []int {
 	n := 0
 	if until > 0 {
 		n = int((until + RateBin - 1) / RateBin)
@@ -47,15 +42,15 @@ func bin(t time.Duration) int { return int(max(t, 0) / RateBin) }
 // PeakPerSecond returns the largest count of [PerSecond]: the most times in
 // any one clock second. It is 0 for no times.
 func PeakPerSecond(times []time.Duration) int {
-	return PeakFrom(times, 0)
+	return peakFrom(times, 0)
 }
 
-// PeakFrom is [PeakPerSecond] over the clock seconds that start at or after
+// peakFrom is PeakPerSecond over the clock seconds that start at or after
 // from only: the peak once an outage ending at from was over.
-func PeakFrom(times []time.Duration, from time.Duration) int {
+func peakFrom(times []time.Duration, from time.Duration) int {
 	first := int((max(from, 0) + RateBin - 1) / RateBin)
 	peak := 0
-	for k, n := range PerSecond(times) {
+	for k, n := range PerSecond(times, 0) {
 		if k >= first {
 			peak = max(peak, n)
 		}
@@ -73,8 +68,8 @@ type Summary struct {
 	// notifications the idempotency key kept from going out twice.
 	Duplicates int
 	// PeakPerSecond is the most attempts that reached the provider in one
-	// clock second ([PeakPerSecond]); PeakUp is the same once the provider
-	// was back ([PeakFrom] the outage's end).
+	// clock second ([PeakPerSecond]); PeakUp is the same over the seconds
+	// from the first that starts at or after the outage's end.
 	PeakPerSecond int
 	PeakUp        int
 	Drain         time.Duration // until the last job was delivered or dead-lettered
@@ -101,7 +96,7 @@ func Summarize(jobs int, outage time.Duration, attempts, latencies []time.Durati
 		DeadLettered:  deadLettered,
 		Attempts:      len(attempts),
 		PeakPerSecond: PeakPerSecond(attempts),
-		PeakUp:        PeakFrom(attempts, outage),
+		PeakUp:        peakFrom(attempts, outage),
 		Drain:         drain,
 	}
 	lat := slices.Clone(latencies)
