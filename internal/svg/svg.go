@@ -327,15 +327,30 @@ func roundTo(v, step float64) float64 {
 }
 
 // label formats a tick value: whole millions as "2M", whole thousands from
-// 10,000 as "10k", others as short as they can be.
-func label(v float64) string {
+// 10,000 as "10k", others as short as they can be. With thousands, every
+// whole thousand (but 0) is written in k, so that one axis reads "2k, 4k,
+// ..., 12k" rather than "2000, 4000, ..., 12k".
+func label(v float64, thousands bool) string {
 	switch a := math.Abs(v); {
 	case a >= 1e6 && math.Mod(v, 1e6) == 0:
 		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case a >= 1e4 && math.Mod(v, 1e3) == 0:
+	case a >= 1e3 && math.Mod(v, 1e3) == 0 && (thousands || a >= 1e4):
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// inThousands reports whether an axis' labels are better in thousands: its
+// largest tick is 10,000 or more and every tick a whole thousand.
+func inThousands(ticks []float64) bool {
+	top := 0.0
+	for _, t := range ticks {
+		if math.Mod(t, 1e3) != 0 {
+			return false
+		}
+		top = max(top, math.Abs(t))
+	}
+	return top >= 1e4
 }
 
 // legendWidth is the room kept right of the plot for the legend: enough for
@@ -422,11 +437,12 @@ func (c Chart) writeGridAndAxes(b *builder, p *plot) {
 	b.printf("</g>\n")
 
 	b.printf(`<g class="tick-labels" fill="#333333">` + "\n")
+	xk, yk := inThousands(p.x.ticks), inThousands(p.y.ticks)
 	for _, t := range p.x.ticks {
-		b.printf(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(p.px(t)), num(p.bottom+20), esc(label(t)))
+		b.printf(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(p.px(t)), num(p.bottom+20), esc(label(t, xk)))
 	}
 	for _, t := range p.y.ticks {
-		b.printf(`<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(p.left-8), num(p.py(t)+4), esc(label(t)))
+		b.printf(`<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(p.left-8), num(p.py(t)+4), esc(label(t, yk)))
 	}
 	b.printf("</g>\n")
 	b.printf(`<text class="x-label" x="%s" y="%s" text-anchor="middle">%s</text>`+"\n",

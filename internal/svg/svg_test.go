@@ -290,6 +290,16 @@ func TestWriteHeadroom(t *testing.T) {
 	assert.Equal(t, "300", labels[len(labels)-1])
 }
 
+func TestWriteThousandsOnOneAxisReadAlike(t *testing.T) {
+	t.Parallel()
+	c := svg.Chart{Series: []svg.Series{{Name: "s", X: []float64{0, 1}, Y: []float64{0, 11000}}}}
+	labels := texts(decode(t, write(t, c)).find(withClass("tick-labels")))
+	assert.Equal(t, []string{"0", "2k", "4k", "6k", "8k", "10k", "12k"}, labels[len(labels)-7:])
+	c.Series[0].Y[1] = 8000 // below 10,000: plain numbers
+	labels = texts(decode(t, write(t, c)).find(withClass("tick-labels")))
+	assert.Equal(t, []string{"0", "2000", "4000", "6000", "8000"}, labels[len(labels)-5:])
+}
+
 func TestWriteRuleColor(t *testing.T) {
 	t.Parallel()
 	c := sample()
