@@ -122,7 +122,11 @@ func writeDrillNotes(w io.Writer, results []sim.DrillResult) {
 		}
 		line := fmt.Sprintf("%s; replies lost: %s", dead, count(r.Count(sim.LostReply)))
 		if sentDead := r.Sent - r.Summary.Delivered; sentDead > 0 {
-			line += fmt.Sprintf("; %s dead-lettered jobs were in fact sent (their reply was lost): replay them with the same key", count(sentDead))
+			were := "were"
+			if sentDead == 1 {
+				were = "was"
+			}
+			line += fmt.Sprintf("; %s %s in fact sent (the reply was lost): replay with the same key", plural(sentDead, "dead-lettered job"), were)
 		}
 		writeWrapped(w, "  "+r.Name+": ", line, 114)
 	}

@@ -211,3 +211,20 @@ func TestShortestGapAfter(t *testing.T) {
 	_, ok = shortestGapAfter(r, sim.LostReply)
 	assert.False(t, ok)
 }
+
+// TestDrillLessonsReadWellForOneJob checks the sentences at the smallest
+// drill: singular nouns, and no claim the numbers do not support.
+func TestDrillLessonsReadWellForOneJob(t *testing.T) {
+	t.Parallel()
+	d := runDrill(1, 1)
+	lessons := drillLessons(d.results)
+	require.Len(t, lessons, len(d.results))
+	for name, l := range lessons {
+		for _, bad := range []string{" 1 jobs", " 1 attempts", " 1 waits", " 1 retries", "1 job are"} {
+			assert.NotContains(t, l, bad, name)
+		}
+	}
+	assert.Contains(t, lessons[sim.DrillNames.AsGiven], "With the limiter, the provider gets at most 1 attempt a second",
+		"one job cannot make the limiter bind")
+	assert.NotContains(t, lessons[sim.DrillNames.NoLimiter], "spreads", "one job has no wave to spread")
+}

@@ -49,10 +49,10 @@ func limiterLesson(given, noLimiter *sim.DrillResult) string {
 	if given.Summary.PeakPerSecond >= noLimiter.Summary.PeakPerSecond {
 		lead = "With the limiter, the provider gets at most" // too few jobs for it to bind
 	}
-	return fmt.Sprintf("%s %s attempts a second (%s without it): %s attempts are spent in the outage (%s without it) and %s jobs are delivered (%s without it).",
-		lead, count(given.Summary.PeakPerSecond), count(noLimiter.Summary.PeakPerSecond),
-		count(given.InOutage()), count(noLimiter.InOutage()),
-		count(given.Summary.Delivered), count(noLimiter.Summary.Delivered))
+	return fmt.Sprintf("%s %s a second (%s without it): %s spent in the outage (%s without it) and %s delivered (%s without it).",
+		lead, plural(given.Summary.PeakPerSecond, "attempt"), count(noLimiter.Summary.PeakPerSecond),
+		isAre(given.InOutage(), "attempt"), count(noLimiter.InOutage()),
+		isAre(given.Summary.Delivered, "job"), count(noLimiter.Summary.Delivered))
 }
 
 // noJitterLesson: what the limiter does without jitter, and that behind it
@@ -60,12 +60,12 @@ func limiterLesson(given, noLimiter *sim.DrillResult) string {
 func noJitterLesson(noJitter, given, neither *sim.DrillResult) string {
 	s, g := noJitter.Summary, given.Summary
 	if near(s.Delivered, g.Delivered, 0.01*float64(s.Jobs)) && near(s.PeakPerSecond, g.PeakPerSecond, 0.05*float64(g.PeakPerSecond)) {
-		return fmt.Sprintf("Without jitter the limiter works just as well: %s jobs delivered (%s with neither, %s with jitter) at no more than %s attempts a second (%s with neither), because its queue spaces the attempts whatever the backoff.",
-			count(s.Delivered), count(neither.Summary.Delivered), count(g.Delivered), count(s.PeakPerSecond), count(neither.Summary.PeakPerSecond))
+		return fmt.Sprintf("Without jitter the limiter works just as well: %s delivered (%s with neither, %s with jitter) at no more than %s a second (%s with neither), because its queue spaces the attempts whatever the backoff.",
+			plural(s.Delivered, "job"), count(neither.Summary.Delivered), count(g.Delivered), plural(s.PeakPerSecond, "attempt"), count(neither.Summary.PeakPerSecond))
 	}
-	return fmt.Sprintf("Without jitter, the limiter delivers %s jobs (%s with neither, %s with jitter) at no more than %s attempts a second (%s with neither, %s with jitter).",
-		count(s.Delivered), count(neither.Summary.Delivered), count(g.Delivered),
-		count(s.PeakPerSecond), count(neither.Summary.PeakPerSecond), count(g.PeakPerSecond))
+	return fmt.Sprintf("Without jitter, the limiter delivers %s (%s with neither, %s with jitter) at no more than %s a second (%s with neither, %s with jitter).",
+		plural(s.Delivered, "job"), count(neither.Summary.Delivered), count(g.Delivered),
+		plural(s.PeakPerSecond, "attempt"), count(neither.Summary.PeakPerSecond), count(g.PeakPerSecond))
 }
 
 // jitterLesson: what jitter does without a limiter.
@@ -75,8 +75,8 @@ func jitterLesson(noLimiter, neither *sim.DrillResult) string {
 	if s.PeakUp < n.PeakUp {
 		lead = "Without a limiter, jitter spreads each wave of retries over its backoff window"
 	}
-	return fmt.Sprintf("%s: once back, the provider gets at most %s attempts a second (%s without jitter), and %s jobs are delivered (%s without jitter).",
-		lead, count(s.PeakUp), count(n.PeakUp), count(s.Delivered), count(n.Delivered))
+	return fmt.Sprintf("%s: once back, the provider gets at most %s a second (%s without jitter), and %s delivered (%s without jitter).",
+		lead, plural(s.PeakUp, "attempt"), count(n.PeakUp), isAre(s.Delivered, "job"), count(n.Delivered))
 }
 
 // lockstepLesson: the synchronised waves with neither jitter nor limiter.
@@ -84,8 +84,8 @@ func lockstepLesson(neither *sim.DrillResult) string {
 	s := neither.Summary
 	ws := waves(neither.Times(), max(2, s.Jobs/10))
 	if len(ws) == 0 {
-		return fmt.Sprintf("With neither jitter nor limiter, the provider gets at most %s attempts a second, and %s jobs are delivered.",
-			count(s.PeakPerSecond), count(s.Delivered))
+		return fmt.Sprintf("With neither jitter nor limiter, the provider gets at most %s a second, and %s delivered.",
+			plural(s.PeakPerSecond, "attempt"), isAre(s.Delivered, "job"))
 	}
 	smallest, largest, down := ws[0].size, ws[0].size, 0
 	for _, w := range ws {
@@ -94,9 +94,9 @@ func lockstepLesson(neither *sim.DrillResult) string {
 			down++
 		}
 	}
-	size := count(largest)
+	size := plural(largest, "attempt")
 	if smallest != largest {
-		size = count(smallest) + " to " + count(largest)
+		size = count(smallest) + " to " + plural(largest, "attempt")
 	}
 	inOutage := fmt.Sprintf(", %d of them in the outage", down)
 	switch down {
@@ -105,8 +105,8 @@ func lockstepLesson(neither *sim.DrillResult) string {
 	case len(ws):
 		inOutage = ", all in the outage"
 	}
-	return fmt.Sprintf("With neither, the jobs move in lockstep: %s of %s attempts, each at a single instant%s; %s jobs are delivered.",
-		plural(len(ws), "wave"), size, inOutage, count(s.Delivered))
+	return fmt.Sprintf("With neither, the jobs move in lockstep: %s of %s, each at a single instant%s; %s delivered.",
+		plural(len(ws), "wave"), size, inOutage, isAre(s.Delivered, "job"))
 }
 
 // budgetLesson: what the budget costs and what it saves.
@@ -114,8 +114,8 @@ func budgetLesson(budget, given *sim.DrillResult) string {
 	b, g := budget.Summary, given.Summary
 	refused, first := budgetRefusals(*budget)
 	if refused == 0 {
-		return fmt.Sprintf("The budget refused no retry: %s attempts (%s as given) and %s jobs delivered (%s as given).",
-			count(b.Attempts), count(g.Attempts), count(b.Delivered), count(g.Delivered))
+		return fmt.Sprintf("The budget refused no retry: %s (%s as given) and %s delivered (%s as given).",
+			plural(b.Attempts, "attempt"), count(g.Attempts), plural(b.Delivered, "job"), count(g.Delivered))
 	}
 	when := ""
 	if first >= 0 {
@@ -127,9 +127,9 @@ func budgetLesson(budget, given *sim.DrillResult) string {
 	var saved string
 	switch d := g.Attempts - b.Attempts; {
 	case d > 0:
-		saved = fmt.Sprintf("that saved %s attempts (%.0f%% of as given's %s)", count(d), 100*float64(d)/float64(g.Attempts), count(g.Attempts))
+		saved = fmt.Sprintf("that saved %s (%.0f%% of as given's %s)", plural(d, "attempt"), 100*float64(d)/float64(g.Attempts), count(g.Attempts))
 	case d < 0:
-		saved = fmt.Sprintf("that added %s attempts (%s as given)", count(-d), count(g.Attempts))
+		saved = fmt.Sprintf("that added %s (%s as given)", plural(-d, "attempt"), count(g.Attempts))
 	default:
 		saved = fmt.Sprintf("that left the attempts at %s, as given", count(g.Attempts))
 	}
@@ -139,18 +139,22 @@ func budgetLesson(budget, given *sim.DrillResult) string {
 	case d < 0:
 		saved += fmt.Sprintf(" and lengthened the drain by %.1f s", (-d).Seconds())
 	}
-	cost := fmt.Sprintf("cost %s jobs dead-lettered (%s as given)", count(b.DeadLettered), count(g.DeadLettered))
+	cost := fmt.Sprintf("cost %s dead-lettered (%s as given)", plural(b.DeadLettered, "job"), count(g.DeadLettered))
 	if g.DeadLettered == 0 && g.Delivered == g.Jobs {
-		cost = fmt.Sprintf("cost %s jobs dead-lettered that as given delivered", count(b.DeadLettered))
+		cost = fmt.Sprintf("cost %s dead-lettered that as given delivered", plural(b.DeadLettered, "job"))
 	}
 	return fmt.Sprintf("The budget refused %s%s: %s, and %s.", plural(refused, "retry"), when, saved, cost)
 }
 
 // serverDelayLesson: what the server's Retry-After does.
 func serverDelayLesson(told, hangs *sim.DrillResult) string {
-	return fmt.Sprintf("When the down provider answers 503 with Retry-After instead of hanging, its delay sets %s: the jobs wait until it is back instead of spending their attempts, so %s attempts meet the outage (%s when it hangs) and %s jobs are delivered (%s when it hangs).",
-		plural(len(told.ServerWaits), "wait"), count(told.InOutage()), count(hangs.InOutage()),
-		count(told.Summary.Delivered), count(hangs.Summary.Delivered))
+	meet := "meet"
+	if told.InOutage() == 1 {
+		meet = "meets"
+	}
+	return fmt.Sprintf("When the down provider answers 503 with Retry-After instead of hanging, its delay sets %s: the jobs wait until it is back instead of spending their attempts, so %s %s the outage (%s when it hangs) and %s delivered (%s when it hangs).",
+		plural(len(told.ServerWaits), "wait"), plural(told.InOutage(), "attempt"), meet, count(hangs.InOutage()),
+		isAre(told.Summary.Delivered, "job"), count(hangs.Summary.Delivered))
 }
 
 // wave is a crowd of attempts that arrived at the same instant.
@@ -179,6 +183,14 @@ func waves(times []time.Duration, minSize int) []wave {
 // near reports whether a and b differ by at most tolerance.
 func near(a, b int, tolerance float64) bool {
 	return math.Abs(float64(a-b)) <= tolerance
+}
+
+// isAre formats n, a noun and its verb: "1 job is", "5 jobs are".
+func isAre(n int, noun string) string {
+	if n == 1 {
+		return plural(n, noun) + " is"
+	}
+	return plural(n, noun) + " are"
 }
 
 // plural formats n and a noun, "1 wave", "5 waves", "2 retries".

@@ -154,9 +154,9 @@ func liveLessons(results []sim.DrillResult) map[string]string {
 	if 2*noLimiter.InOutage() > noLimiter.Summary.Attempts {
 		lead = "Without the limiter, the jobs spend their attempts in the outage"
 	}
-	out[noLimiter.Name] = fmt.Sprintf("%s: %s of %s attempts meet it (%s of %s with the limiter), and %s jobs are dead-lettered (%s with the limiter).",
-		lead, count(noLimiter.InOutage()), count(noLimiter.Summary.Attempts), count(given.InOutage()), count(given.Summary.Attempts),
-		count(noLimiter.Summary.DeadLettered), count(given.Summary.DeadLettered))
+	out[noLimiter.Name] = fmt.Sprintf("%s: %s of %s meet it (%s of %s with the limiter), and %s dead-lettered (%s with the limiter).",
+		lead, count(noLimiter.InOutage()), plural(noLimiter.Summary.Attempts, "attempt"), count(given.InOutage()), count(given.Summary.Attempts),
+		isAre(noLimiter.Summary.DeadLettered, "job"), count(given.Summary.DeadLettered))
 	return out
 }
 
