@@ -110,8 +110,15 @@ func Classifiers(cs ...Classifier) Classifier {
 //     Stop; other codes: Unknown. driver.ErrBadConn, and an error whose
 //     SafeToRetry() method reports true (pgx's way of saying nothing was
 //     sent): Retry.
-//   - ECONNRESET, ECONNREFUSED, EPIPE, ECONNABORTED, io.ErrUnexpectedEOF, and a
-//     net.Error whose Timeout() is true anywhere in the tree: Retry.
+//   - net/http's proofs that a request was not processed, for any method:
+//     an HTTP/2 stream refused (REFUSED_STREAM) or left out by a GOAWAY, a
+//     kept-alive connection the server closed before the request was
+//     written: Retry.
+//   - ECONNRESET, ECONNREFUSED, EPIPE, ECONNABORTED, io.ErrUnexpectedEOF, an
+//     HTTP/2 stream reset with any other code, a GOAWAY that covered the
+//     request followed by the connection's close, an HTTP/2 connection
+//     error, and a net.Error whose Timeout() is true anywhere in the tree:
+//     Retry.
 //   - anything else: Unknown.
 //
 // DefaultClassifier does not look at [Permanent] and [Transient] markers: the
@@ -184,18 +191,30 @@ func sqlDecision(state string) Decision {
 //     as whether a request was sent, says so this way; a nested [*Error]
 //     answers with its own OutcomeUnknown;
 //   - an error that proves nothing was done: a DNS failure (the request was
-//     never sent, even if the lookup timed out), an error whose
+//     never sent, even if the lookup timed out), a failed dial and a TLS
+//     handshake timeout (no connection, so nothing sent), an error whose
 //     SafeToRetry() method reports true, driver.ErrBadConn (database/sql's
-//     drivers return it only when nothing was sent), and a database error
-//     with a SQLSTATE the server sent (it reports a statement it did not
-//     carry out) other than a connection exception: false;
+//     drivers return it only when nothing was sent), net/http's proofs that
+//     the server did not process a request (an HTTP/2 stream refused with
+//     REFUSED_STREAM or left out by a GOAWAY's last stream ID, a kept-alive
+//     connection closed before the request was written), and a database
+//     error with a SQLSTATE the server sent (it reports a statement it did
+//     not carry out) other than a connection exception: false;
 //   - a timeout (context.DeadlineExceeded, a net.Error whose Timeout() is
 //     true), a connection reset or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF, a SQLSTATE connection exception (class 08) other
-//     than 08001 and 08004, which say the connection was never made, and an
+//     than 08001 and 08004, which say the connection was never made, an
 //     HTTP connection closed before the response came (io.EOF inside a
-//     *url.Error): true;
+//     *url.Error; retryhttp answers the same for its attempts), an HTTP/1
+//     response that broke or was malformed after the request was written
+//     ("transport connection broken"), an HTTP/2 stream reset with any code
+//     but REFUSED_STREAM, a GOAWAY that covered the request followed by the
+//     connection's close, and an HTTP/2 connection error: true;
 //   - anything else, HTTP statuses and refused connections included: false.
+//
+// net/http cannot always tell: when a connection closes before any byte of
+// the response, it returns the same io.EOF whether or not the server read
+// the request, so that counts as unknown.
 //
 // It is safe for concurrent use and does not allocate.
 func OutcomeUnknown(err error) bool {
@@ -203,11 +222,11 @@ func OutcomeUnknown(err error) bool {
 	switch {
 	case f.has(isDecided):
 		return f.has(isUnknown)
-	case f.has(isDNS | isUnsent):
+	case f.has(isDNS | isUnsent | isNoConn):
 		return false
 	case f.has(isSQL):
 		return sqlOutcomeUnknown(f.sqlState)
-	case f.has(isDeadline | isTimeout | isBroken):
+	case f.has(isDeadline | isTimeout | isBroken | isSent):
 		return true
 	}
 	return f.has(isEOF) && f.has(isURL)
@@ -253,7 +272,9 @@ const (
 	isRetried                      // a *Error: the result of a retry loop
 	isInvalid                      // a request net/http refused to send
 	isSQL                          // an error with a SQLState method
-	isUnsent                       // proof that nothing was sent: driver.ErrBadConn, SafeToRetry
+	isUnsent                       // proof that nothing was sent or processed: driver.ErrBadConn, SafeToRetry, REFUSED_STREAM
+	isNoConn                       // no connection was made, so nothing was sent: a dial error, a TLS handshake timeout
+	isSent                         // an HTTP request was sent and its reply was lost or garbled
 	isDecided                      // the outermost error that says whether its outcome is unknown...
 	isUnknown                      // ...said that it is
 )
@@ -339,7 +360,10 @@ func (f *facts) note(err error) {
 		}
 	case *url.Error:
 		f.set |= isURL
-
+	case *net.OpError:
+		if e.Op == "dial" {
+			f.set |= isNoConn
+		}
 	case *Error:
 		f.set |= isRetried
 		f.decide(e.OutcomeUnknown)
@@ -347,6 +371,8 @@ func (f *facts) note(err error) {
 		x509.HostnameError, x509.SystemRootsError, x509.UnhandledCriticalExtension,
 		x509.ConstraintViolationError, x509.InsecureAlgorithmError, tls.RecordHeaderError, tls.AlertError:
 		f.set |= isCertificate
+	default:
+		f.noteHTTP(err)
 	}
 	// A *url.Error asks only the error it wraps directly whether it timed
 	// out, so every net.Error in the tree is asked, not just the first: when
