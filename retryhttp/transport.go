@@ -311,7 +311,7 @@ func (c *call) attempt(ctx context.Context) error {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close() // a RoundTripper returns one or the other
 		}
-		return err
+		return &roundTripError{err}
 	}
 	if resp.Request == nil {
 		resp.Request = r
