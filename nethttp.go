@@ -43,8 +43,10 @@ const (
 	// follows is why: a malformed response, an unexpected EOF, ...).
 	textConnBroken = "net/http: HTTP/1.x transport connection broken: "
 	// HTTP/2: a GOAWAY whose last stream ID is below the request's stream,
-	// with NO_ERROR (net/http retries on a new connection, 7 times at most,
-	// and returns this when it gives up) ...
+	// with NO_ERROR. net/http resends the request on a new connection
+	// itself, so this comes back inside the "cannot retry" error below
+	// when the body cannot be replayed, or from an x/net/http2 Transport
+	// when its 7 retries run out ...
 	textGotGoAway = "http2: Transport received Server's graceful shutdown GOAWAY"
 	// ... or with an error code, on a connection's first stream, which
 	// net/http does not retry.
@@ -63,8 +65,9 @@ const http2RefusedStream = 0x7
 // noteHTTP records what err, one error of a tree, says about an HTTP
 // request: isUnsent when it proves the server did not process the request,
 // isBroken when the exchange broke after the request was sent (a stream
-// reset, a GOAWAY that covered the request, a connection error), and
-// isSent when the request was sent and the reply was garbled.
+// reset, a GOAWAY that covered the request, a connection error), isSent
+// when the request was sent and the reply was garbled, and isNoConn when no
+// connection was made (a TLS handshake that timed out).
 func (f *facts) noteHTTP(err error) {
 	t := reflect.TypeOf(err)
 	switch t {
