@@ -381,9 +381,6 @@ func (f *facts) note(err error) {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		f.set |= isTimeout
 	}
-	if reflect.TypeOf(err) == errorString && invalidRequest(err.Error()) {
-		f.set |= isInvalid
-	}
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
 	}

@@ -129,6 +129,8 @@ func (f *facts) noteHTTPText(s string) {
 	switch {
 	case s == textClosedIdle, s == textGotGoAway, s == textConnUnusable, strings.HasPrefix(s, textGoAwayCode):
 		f.set |= isUnsent
+	case invalidRequest(s):
+		f.set |= isInvalid
 	case strings.HasPrefix(s, textCannotRetry):
 		why := s[len(textCannotRetry):]
 		if strings.HasPrefix(why, textGotGoAway) || strings.HasPrefix(why, textConnUnusable) ||
