@@ -482,7 +482,8 @@ type Error struct {
 	// rules): a timeout (the attempt's, the network's, or fn's own
 	// context.DeadlineExceeded), a reset or aborted connection, a broken
 	// pipe, an unexpected EOF, an HTTP connection closed before the response
-	// came, a database connection lost after it was made. Then the work may
+	// came, an HTTP/2 stream reset or a GOAWAY that covered the request, a
+	// database connection lost after it was made. Then the work may
 	// have been done even though Do failed: reconcile before doing it again
 	// by other means. Giving up is no proof that the work was not done.
 	OutcomeUnknown bool
