@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,12 +99,12 @@ const (
 	liveNoLimiter = "live, no limiter"
 )
 
-// writeLiveLoadTable is writeLoadTable for the live runs, which cannot tell
-// which waits the server's Retry-After set: Do does not say what set a wait.
+// writeLiveLoadTable is writeLoadTable for the live runs, with what the
+// server saw of the waits after its 429s.
 func writeLiveLoadTable(w io.Writer, results []sim.DrillResult) {
 	fmt.Fprintf(w, "\nWhat the server saw\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tattempts\tin the outage\t429s\t429s retried\tshortest wait after a 429\tretries/delivery\tpeak attempts/s\tpeak once back\t")
+	fmt.Fprintln(tw, "run\tattempts\tin the outage\t429s\t429s retried\tRetry-After waits\tshortest wait after a 429\tretries/delivery\tpeak attempts/s\tpeak once back\t")
 	for _, r := range results {
 		s := r.Summary
 		rpd := "-"
@@ -114,12 +115,13 @@ func writeLiveLoadTable(w io.Writer, results []sim.DrillResult) {
 		if gap, ok := shortestGapAfter(r, sim.Throttled); ok {
 			shortest = fmt.Sprintf("%.3f s", gap.Seconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Name, count(s.Attempts), count(r.InOutage()), count(r.Count(sim.Throttled)), count(r.RetriedAfter(sim.Throttled)),
-			shortest, rpd, count(s.PeakPerSecond), count(s.PeakUp))
+			count(len(r.ServerWaits)), shortest, rpd, count(s.PeakPerSecond), count(s.PeakUp))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(429s retried: 429s followed by another attempt of the same job, the shortest of those waits as the server")
+	fmt.Fprintln(w, "(429s retried: 429s followed by another attempt of the same job; Retry-After waits: retries whose wait the")
+	fmt.Fprintln(w, " server's delay set, as Policy.Observe reported them (Event.WaitSetBy); the shortest wait after a 429 as the server")
 	fmt.Fprintln(w, " saw it, against the Retry-After: 1 it sent; peak: the most attempts in one clock second [k s, k+1 s), the bins")
 	fmt.Fprintln(w, " the charts draw; once back: from the first second the server is up)")
 }
@@ -181,6 +183,23 @@ func runLive(name string, p retry.Policy, jobs int, seed uint64) (sim.DrillResul
 	tr.Proxy = nil // loopback only
 	tr.MaxIdleConnsPerHost = jobs
 	defer tr.CloseIdleConnections()
+	// Observe counts the waits the server's Retry-After set, and hands each
+	// job the reason its call stopped.
+	var serverWaits []time.Duration
+	var waitsMu sync.Mutex
+	p.Observe = func(ctx context.Context, e retry.Event) {
+		switch {
+		case e.Retry && e.WaitSetBy() == "server":
+			at := time.Since(prov.startTime())
+			waitsMu.Lock()
+			serverWaits = append(serverWaits, at)
+			waitsMu.Unlock()
+		case e.Done:
+			if end, ok := ctx.Value(jobEndKey{}).(*jobEnd); ok {
+				end.reason, end.attempts = e.Reason, e.Attempt
+			}
+		}
+	}
 	client := retryhttp.NewClient(&http.Client{Transport: tr}, p)
 	url := "http://" + ln.Addr().String() + "/notify"
 
@@ -200,7 +219,8 @@ func runLive(name string, p retry.Policy, jobs int, seed uint64) (sim.DrillResul
 		go func() {
 			defer wg.Done()
 			key := "job-" + strconv.Itoa(job)
-			err := notify(ctx, client, url, key)
+			end := &jobEnd{}
+			err := notify(context.WithValue(ctx, jobEndKey{}, end), client, url, key)
 			at := time.Since(start)
 			mu.Lock()
 			defer mu.Unlock()
@@ -217,15 +237,27 @@ func runLive(name string, p retry.Policy, jobs int, seed uint64) (sim.DrillResul
 				d.Attempts, d.Reason, d.Last = re.Attempts, re.Reason, re.Last
 			case errors.As(err, &resp):
 				// retryhttp hands back the last response when retrying
-				// stops on one, and does not say why it stopped.
-				d.Reason = lastResponse{resp}
+				// stops on one; Observe said why it stopped.
+				d.Attempts, d.Reason, d.Last = end.attempts, end.reason, resp
 			}
 			dead = append(dead, d)
 		}()
 	}
 	wg.Wait()
-	return prov.result(name, jobs, latencies, dead, finished), nil
+	r := prov.result(name, jobs, latencies, dead, finished)
+	slices.Sort(serverWaits)
+	r.ServerWaits = serverWaits
+	return r, nil
 }
+
+// jobEnd is how a live job's call ended, as Observe saw it.
+type jobEnd struct {
+	reason   error
+	attempts int
+}
+
+// jobEndKey is the context key of a live job's *jobEnd.
+type jobEndKey struct{}
 
 // notify sends one job through the retrying client: a POST carrying the
 // job's idempotency key, which retryhttp therefore retries. It returns nil
@@ -377,14 +409,3 @@ func (p *liveProvider) result(name string, jobs int, latencies []time.Duration, 
 	r.Summary.Duplicates = r.Count(sim.Duplicate)
 	return r
 }
-
-// lastResponse is the reason a live job was given up on when retryhttp
-// handed back a response with an error status: retrying stopped on it, for
-// a reason the client is not told (attempts, budget or time).
-type lastResponse struct{ resp *retry.ResponseError }
-
-func (l lastResponse) Error() string {
-	return "ended on a response, " + strings.TrimPrefix(l.resp.Error(), "retry: ")
-}
-
-func (l lastResponse) Unwrap() error { return l.resp }
