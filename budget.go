@@ -34,7 +34,10 @@ const microsPerToken = 1_000_000
 // loops, and the floor's rate.Limiter (which locks) is asked only when the
 // bucket is empty. A TokenBucket is safe for concurrent use by any number of
 // goroutines. The zero value holds nothing, earns nothing and has no floor,
-// so it refuses every retry; make one with NewBudget.
+// so it refuses every retry; make one with NewBudget. A nil *TokenBucket
+// behaves as the zero value: a Policy whose Budget is a nil *TokenBucket (a
+// forgotten NewBudget) refuses every retry rather than panicking. A nil
+// Budget interface, by contrast, means no budget.
 type TokenBucket struct {
 	micros   atomic.Int64 // tokens held, in millionths
 	earn     int64        // millionths earned per call
@@ -78,6 +81,9 @@ func clamp(x, hi float64) float64 {
 
 // Deposit adds one call's share of tokens, up to the capacity.
 func (b *TokenBucket) Deposit(time.Time) {
+	if b == nil {
+		return
+	}
 	for {
 		old := b.micros.Load()
 		next := min(old+b.earn, b.capacity)
@@ -91,6 +97,9 @@ func (b *TokenBucket) Deposit(time.Time) {
 // With fewer than one token held it asks the floor instead; when that
 // refuses too, Withdraw returns false and takes nothing.
 func (b *TokenBucket) Withdraw(now time.Time) bool {
+	if b == nil {
+		return false
+	}
 	for {
 		old := b.micros.Load()
 		if old < microsPerToken {
@@ -106,5 +115,8 @@ func (b *TokenBucket) Withdraw(now time.Time) bool {
 // tokens are not counted: with an empty bucket, Balance is 0 even when the
 // floor would still grant a retry.
 func (b *TokenBucket) Balance() float64 {
+	if b == nil {
+		return 0
+	}
 	return float64(b.micros.Load()) / microsPerToken
 }

@@ -465,7 +465,11 @@ func TestDoBudgetCallOrder(t *testing.T) {
 			Backoff:     retry.Constant(time.Second),
 			Budget:      &budgetSpy{log: log, grant: true},
 			Limiter:     lim,
-			OnRetry:     func(retry.RetryEvent) { log.add("onretry", time.Now()) },
+			Observe: func(_ context.Context, e retry.Event) {
+				if e.Retry {
+					log.add("onretry", time.Now())
+				}
+			},
 		})
 		require.ErrorIs(t, err, retry.ErrExhausted)
 		assert.ErrorIs(t, err, errBudgetFlaky)
@@ -600,13 +604,17 @@ func TestDoBudgetRefusedRetryStopsAtOnce(t *testing.T) {
 					MaxAttempts: 5,
 					Backoff:     retry.Constant(time.Second),
 					Budget:      budget,
-					OnRetry:     func(retry.RetryEvent) { retries++ },
+					Observe: func(_ context.Context, e retry.Event) {
+						if e.Retry {
+							retries++
+						}
+					},
 				})
 				require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 				assert.ErrorIs(t, err, errBudgetFlaky, "the last error was lost")
 				assert.Zero(t, time.Since(start), "a refused retry slept")
 				assert.Equal(t, 1, calls)
-				assert.Zero(t, retries, "OnRetry called for a refused retry")
+				assert.Zero(t, retries, "a refused retry was observed as a retry")
 				var rerr *retry.Error
 				require.ErrorAs(t, err, &rerr)
 				assert.Equal(t, 1, rerr.Attempts)

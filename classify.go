@@ -5,10 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql/driver"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strings"
 	"syscall"
 )
 
@@ -76,12 +79,18 @@ func Classifiers(cs ...Classifier) Classifier {
 //
 //   - context.Canceled from fn: Stop. Someone cancelled the work on purpose.
 //   - an error that already came out of a retry loop (a [*Error], from a
-//     nested Do or from retryhttp): Stop. That loop has spent its attempts,
+//     nested Do or from retryhttp, or what [CheckResponse] makes of a
+//     response that retryhttp returned after giving up on it): Stop. That loop has spent its attempts,
 //     its budget or its time, and retrying at a second layer multiplies the
 //     load on the dependency exactly when it is failing: a client, a gateway,
 //     a service and a driver making 3 attempts each turn one action into 81
 //     calls. Retry at one layer; to retry at two on purpose, wrap the inner
 //     error with [Transient].
+//   - a request that net/http refuses before sending anything: an unsupported
+//     protocol scheme, an invalid header or trailer field, an invalid
+//     method, no host in the URL: Stop. It would fail the same way every
+//     time. (net/http reports these as plain text errors, which is how they
+//     are recognised; retryhttp checks what it can before the first attempt.)
 //   - context.DeadlineExceeded: Retry. The loop has already stopped if it was
 //     the caller's deadline, so this is an attempt's own timeout.
 //   - TLS and x509 verification errors, and a plain HTTP server answering a
@@ -101,8 +110,15 @@ func Classifiers(cs ...Classifier) Classifier {
 //     Stop; other codes: Unknown. driver.ErrBadConn, and an error whose
 //     SafeToRetry() method reports true (pgx's way of saying nothing was
 //     sent): Retry.
-//   - ECONNRESET, ECONNREFUSED, EPIPE, ECONNABORTED, io.ErrUnexpectedEOF, and a
-//     net.Error whose Timeout() is true anywhere in the tree: Retry.
+//   - net/http's proofs that a request was not processed, for any method:
+//     an HTTP/2 stream refused (REFUSED_STREAM) or left out by a GOAWAY, a
+//     kept-alive connection the server closed before the request was
+//     written: Retry.
+//   - ECONNRESET, ECONNREFUSED, EPIPE, ECONNABORTED, io.ErrUnexpectedEOF, an
+//     HTTP/2 stream reset with any other code, a GOAWAY that covered the
+//     request followed by the connection's close, an HTTP/2 connection
+//     error, and a net.Error whose Timeout() is true anywhere in the tree:
+//     Retry.
 //   - anything else: Unknown.
 //
 // DefaultClassifier does not look at [Permanent] and [Transient] markers: the
@@ -113,7 +129,7 @@ func DefaultClassifier(err error) Decision {
 	switch {
 	case f.has(isCanceled):
 		return Stop
-	case f.has(isRetried):
+	case f.has(isRetried | isInvalid):
 		return Stop
 	case f.has(isDeadline):
 		return Retry
@@ -175,18 +191,30 @@ func sqlDecision(state string) Decision {
 //     as whether a request was sent, says so this way; a nested [*Error]
 //     answers with its own OutcomeUnknown;
 //   - an error that proves nothing was done: a DNS failure (the request was
-//     never sent, even if the lookup timed out), an error whose
+//     never sent, even if the lookup timed out), a failed dial and a TLS
+//     handshake timeout (no connection, so nothing sent), an error whose
 //     SafeToRetry() method reports true, driver.ErrBadConn (database/sql's
-//     drivers return it only when nothing was sent), and a database error
-//     with a SQLSTATE the server sent (it reports a statement it did not
-//     carry out) other than a connection exception: false;
+//     drivers return it only when nothing was sent), net/http's proofs that
+//     the server did not process a request (an HTTP/2 stream refused with
+//     REFUSED_STREAM or left out by a GOAWAY's last stream ID, a kept-alive
+//     connection closed before the request was written), and a database
+//     error with a SQLSTATE the server sent (it reports a statement it did
+//     not carry out) other than a connection exception: false;
 //   - a timeout (context.DeadlineExceeded, a net.Error whose Timeout() is
 //     true), a connection reset or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF, a SQLSTATE connection exception (class 08) other
-//     than 08001 and 08004, which say the connection was never made, and an
+//     than 08001 and 08004, which say the connection was never made, an
 //     HTTP connection closed before the response came (io.EOF inside a
-//     *url.Error): true;
+//     *url.Error; retryhttp answers the same for its attempts), an HTTP/1
+//     response that broke or was malformed after the request was written
+//     ("transport connection broken"), an HTTP/2 stream reset with any code
+//     but REFUSED_STREAM, a GOAWAY that covered the request followed by the
+//     connection's close, and an HTTP/2 connection error: true;
 //   - anything else, HTTP statuses and refused connections included: false.
+//
+// net/http cannot always tell: when a connection closes before any byte of
+// the response, it returns the same io.EOF whether or not the server read
+// the request, so that counts as unknown.
 //
 // It is safe for concurrent use and does not allocate.
 func OutcomeUnknown(err error) bool {
@@ -194,11 +222,11 @@ func OutcomeUnknown(err error) bool {
 	switch {
 	case f.has(isDecided):
 		return f.has(isUnknown)
-	case f.has(isDNS | isUnsent):
+	case f.has(isDNS | isUnsent | isNoConn):
 		return false
 	case f.has(isSQL):
 		return sqlOutcomeUnknown(f.sqlState)
-	case f.has(isDeadline | isTimeout | isBroken):
+	case f.has(isDeadline | isTimeout | isBroken | isSent):
 		return true
 	}
 	return f.has(isEOF) && f.has(isURL)
@@ -227,7 +255,7 @@ type facts struct {
 	sqlState string // of the first error with a SQLState method
 }
 
-type fact uint16
+type fact uint32
 
 const (
 	isCanceled    fact = 1 << iota // context.Canceled
@@ -242,8 +270,11 @@ const (
 	isEOF                          // io.EOF
 	isURL                          // a *url.Error: a net/http round trip
 	isRetried                      // a *Error: the result of a retry loop
+	isInvalid                      // a request net/http refused to send
 	isSQL                          // an error with a SQLState method
-	isUnsent                       // proof that nothing was sent: driver.ErrBadConn, SafeToRetry
+	isUnsent                       // proof that nothing was sent or processed: driver.ErrBadConn, SafeToRetry, REFUSED_STREAM
+	isNoConn                       // no connection was made, so nothing was sent: a dial error, a TLS handshake timeout
+	isSent                         // an HTTP request was sent and its reply was lost or garbled
 	isDecided                      // the outermost error that says whether its outcome is unknown...
 	isUnknown                      // ...said that it is
 )
@@ -270,7 +301,7 @@ func inspect(err error) facts {
 }
 
 func (f *facts) walk(err error) {
-	for err != nil {
+	for err != nil && !nilPointer(err) {
 		f.note(err)
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
@@ -318,6 +349,10 @@ func (f *facts) note(err error) {
 			f.set |= isStatus
 			f.status = e.StatusCode
 		}
+		if e.spent != nil {
+			f.set |= isRetried
+			f.decide(e.spent.OutcomeUnknown)
+		}
 	case *net.DNSError:
 		f.set |= isDNS
 		if e.IsNotFound {
@@ -325,6 +360,10 @@ func (f *facts) note(err error) {
 		}
 	case *url.Error:
 		f.set |= isURL
+	case *net.OpError:
+		if e.Op == "dial" {
+			f.set |= isNoConn
+		}
 	case *Error:
 		f.set |= isRetried
 		f.decide(e.OutcomeUnknown)
@@ -332,6 +371,8 @@ func (f *facts) note(err error) {
 		x509.HostnameError, x509.SystemRootsError, x509.UnhandledCriticalExtension,
 		x509.ConstraintViolationError, x509.InsecureAlgorithmError, tls.RecordHeaderError, tls.AlertError:
 		f.set |= isCertificate
+	default:
+		f.noteHTTP(err)
 	}
 	// A *url.Error asks only the error it wraps directly whether it timed
 	// out, so every net.Error in the tree is asked, not just the first: when
@@ -357,6 +398,38 @@ func (f *facts) note(err error) {
 			f.set |= s.fact
 		}
 	}
+}
+
+// nilPointer reports whether err is a nil pointer in a non-nil interface,
+// such as a (*url.Error)(nil) returned as an error: calling its methods would
+// panic, so the walks of an error tree stop there. It does not allocate.
+func nilPointer(err error) bool {
+	v := reflect.ValueOf(err)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// errorString is the type of errors.New's errors (fmt.Errorf's too, without
+// %w), which net/http uses for a request it refuses to send.
+var errorString = reflect.TypeOf(errors.New(""))
+
+// invalidRequest reports whether msg is one of net/http's errors for a
+// request it refuses to send: nothing left the process, and nothing will on
+// another attempt.
+func invalidRequest(msg string) bool {
+	for _, prefix := range [...]string{
+		"unsupported protocol scheme ",
+		"net/http: invalid header ",
+		"net/http: invalid trailer ",
+		"net/http: invalid method ",
+		"http: no Host in request URL",
+		"http: nil Request.URL",
+		"http: nil Request.Header",
+	} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Permanent marks err as not worth retrying, whatever the classifier says:
@@ -421,7 +494,7 @@ func classify(c Classifier, err error) Decision {
 // (depth first, pre-order), that has type E. Unlike errors.As it takes no
 // pointer target, so nothing escapes to the heap.
 func find[E error](err error) (E, bool) {
-	for err != nil {
+	for err != nil && !nilPointer(err) {
 		if e, ok := err.(E); ok {
 			return e, true
 		}

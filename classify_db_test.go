@@ -1,12 +1,15 @@
 package retry_test
 
 import (
+	"context"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/seed93a044d1/retry"
 )
@@ -137,4 +140,18 @@ func TestOutcomeUnknownDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, allocs, "OutcomeUnknown allocated %v times per call", allocs)
 	allocs = testing.AllocsPerRun(100, func() { retry.DefaultClassifier(err) })
 	assert.Zero(t, allocs, "DefaultClassifier allocated %v times per call", allocs)
+}
+
+// A nil pointer returned as an error (a common Go slip) is a failure like
+// any other, never a panic in the loop.
+func TestTypedNilError(t *testing.T) {
+	t.Parallel()
+	var uerr *url.Error
+	err := retry.Do(t.Context(), func(context.Context) error { return uerr },
+		retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0)})
+	require.ErrorIs(t, err, retry.ErrExhausted)
+	assert.Contains(t, err.Error(), "*url.Error(nil)")
+	assert.False(t, retry.OutcomeUnknown(uerr))
+	assert.Equal(t, retry.Unknown, retry.DefaultClassifier(uerr))
+	assert.Equal(t, retry.Unknown, retry.DefaultClassifier(fmt.Errorf("wrapped: %w", uerr)))
 }

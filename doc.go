@@ -78,10 +78,18 @@
 //
 //   - context.Canceled from fn stops; context.DeadlineExceeded from fn (an
 //     attempt's own timeout) retries.
+//   - An error that already came out of a retry loop (an [*Error] from a
+//     nested Do or from retryhttp) stops: retry at one layer (see below).
+//   - A request net/http refuses to send (an unsupported scheme, an invalid
+//     header or method) stops.
 //   - TLS and certificate verification errors, and DNS "no such host", stop.
 //   - A [*ResponseError] (see [CheckResponse]) with status 408, 429, 500,
 //     502, 503 or 504 retries; 501 and any other 4xx stop; other 5xx are
 //     Unknown.
+//   - A database error with a SQLSTATE (pgx, lib/pq): serialization
+//     failures, deadlocks, connection exceptions and shutdowns retry (retry
+//     the whole transaction); data, integrity and syntax errors stop.
+//     driver.ErrBadConn retries.
 //   - Connection reset, refused or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF and network timeouts retry.
 //   - Anything else is [Unknown].
@@ -96,6 +104,16 @@
 // Do cannot know whether fn is safe to repeat. Whether work is idempotent is
 // the caller's decision: retry only work that is, or work protected by an
 // idempotency key.
+//
+// # Retry at one layer
+//
+// Retries multiply across layers: a client, a gateway, a service and a
+// driver making 3 attempts each turn one action into 81 calls to the
+// database, exactly when it is failing. So an error that comes out of one
+// retry loop is not retried by another that wraps it: an outer Do stops at
+// once on an inner Do's [*Error], whatever made the inner loop stop, and on
+// a response that retryhttp returned after giving up. To retry at two layers
+// on purpose, wrap the inner error with [Transient].
 //
 // # Deadlines
 //
@@ -156,9 +174,34 @@
 //	var re *retry.Error
 //	if errors.As(err, &re) && re.OutcomeUnknown { ... }
 //
+// errors.Is(err, context.DeadlineExceeded) holds both when the call ran out
+// of time and when it stopped for another reason after an attempt that timed
+// out, since the last error is reachable too. To tell them apart, ask the
+// Reason:
+//
+//	var re *retry.Error
+//	if errors.As(err, &re) && errors.Is(re.Reason, context.DeadlineExceeded) { ... } // out of time
+//	if errors.As(err, &re) && errors.Is(re.Last, context.DeadlineExceeded) { ... }   // the last attempt timed out
+//
 // OutcomeUnknown is true when any attempt ended in a way that leaves open
 // whether it took effect (a timeout, a reset or aborted connection, a broken
 // pipe, an unexpected EOF): the work may have been done although Do failed.
+// The function [OutcomeUnknown] holds the rules, for a worker that drives
+// [Next] itself; an error can answer for itself with an OutcomeUnknown() bool
+// method.
+//
+// # Observing retries
+//
+// [Policy].Observe sees every step of a call, with the caller's context so
+// that a log line or a span event carries the request's trace: an [Event]
+// after each attempt (its number, duration, error, whether the outcome is
+// unknown, and, when a retry follows, the wait and what set it), then one
+// with Done set when the call ends (attempts made, time taken, the stop
+// reason). With no hook set a call pays nothing for it. Work that wants its
+// attempt number (for a log line or an attempt header) sets
+// Policy.NumberAttempts and calls [AttemptFrom] with the context fn received.
+// Package github.com/seed93a044d1/retry/retryotel turns a Policy into one
+// that records OpenTelemetry metrics and span events.
 //
 // # Durable work
 //

@@ -111,7 +111,11 @@ func ExampleCheckResponse() {
 
 	policy := retry.Policy{
 		Backoff: retry.Constant(0),
-		OnRetry: func(e retry.RetryEvent) { fmt.Println("retrying after:", e.Err) },
+		Observe: func(_ context.Context, e retry.Event) {
+			if e.Retry {
+				fmt.Println("retrying after:", e.Err)
+			}
+		},
 	}
 	body, err := retry.DoValue(context.Background(), get, policy)
 	fmt.Println(body, err)
@@ -197,32 +201,61 @@ func ExampleDo_deadline() {
 	// last error kept: true
 }
 
-func ExamplePolicy_onRetry() {
-	// Drop the time so that the output is the same on every run.
+// Observe sees each attempt and the end of each call, with the caller's
+// context, so a slog handler that reads trace IDs from the context puts them
+// on every line.
+func ExamplePolicy_observe() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey && len(groups) == 0 {
+		// Drop the times so that the output is the same on every run.
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, "took", "elapsed":
 				return slog.Attr{}
 			}
 			return a
 		},
 	}))
-
-	policy := retry.Policy{
-		MaxAttempts: 3,
-		Backoff:     retry.Constant(0),
-		OnRetry: func(e retry.RetryEvent) {
-			logger.Info("retrying", "attempt", e.Attempt, "err", e.Err, "wait", e.Wait)
-		},
+	observe := func(ctx context.Context, e retry.Event) {
+		switch {
+		case e.Done && e.Err == nil:
+			logger.InfoContext(ctx, "call succeeded", "attempts", e.Attempt, "elapsed", e.Elapsed)
+		case e.Done:
+			logger.ErrorContext(ctx, "call failed", "attempts", e.Attempt, "reason", e.Reason,
+				"outcome_unknown", e.OutcomeUnknown, "elapsed", e.Elapsed)
+		case e.Retry:
+			logger.WarnContext(ctx, "attempt failed, retrying", "attempt", e.Attempt, "took", e.Duration,
+				"err", e.Err, "wait", e.Wait, "wait_set_by", e.WaitSetBy())
+		case e.Err != nil:
+			logger.WarnContext(ctx, "attempt failed", "attempt", e.Attempt, "took", e.Duration, "err", e.Err)
+		default:
+			logger.InfoContext(ctx, "attempt succeeded", "attempt", e.Attempt, "took", e.Duration)
+		}
 	}
-	err := retry.Do(context.Background(), func(context.Context) error {
-		return syscall.ECONNRESET
-	}, policy)
-	logger.Error("gave up", "err", err)
+	policy := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), Observe: observe}
+
+	failing := func(times int) func(context.Context) error {
+		calls := 0
+		return func(context.Context) error {
+			if calls++; calls <= times {
+				return syscall.ECONNRESET
+			}
+			return nil
+		}
+	}
+	_ = retry.Do(context.Background(), failing(0), policy)  // success
+	_ = retry.Do(context.Background(), failing(2), policy)  // success after two retries
+	_ = retry.Do(context.Background(), failing(10), policy) // exhausted
 	// Output:
-	// level=INFO msg=retrying attempt=1 err="connection reset by peer" wait=0s
-	// level=INFO msg=retrying attempt=2 err="connection reset by peer" wait=0s
-	// level=ERROR msg="gave up" err="retry: gave up after 3 attempts (attempts exhausted): connection reset by peer"
+	// level=INFO msg="attempt succeeded" attempt=1
+	// level=INFO msg="call succeeded" attempts=1
+	// level=WARN msg="attempt failed, retrying" attempt=1 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=WARN msg="attempt failed, retrying" attempt=2 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=INFO msg="attempt succeeded" attempt=3
+	// level=INFO msg="call succeeded" attempts=3
+	// level=WARN msg="attempt failed, retrying" attempt=1 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=WARN msg="attempt failed, retrying" attempt=2 err="connection reset by peer" wait=0s wait_set_by=backoff
+	// level=WARN msg="attempt failed" attempt=3 err="connection reset by peer"
+	// level=ERROR msg="call failed" attempts=3 reason="retry: attempts exhausted" outcome_unknown=true
 }
 
 // A queue worker stores the time of a job's next attempt instead of sleeping.
@@ -332,4 +365,34 @@ func ExampleParseRetryAfter() {
 	// "Tue, 31 Dec 2024 23:00:00 GMT": 0s true
 	// "1.5": 0s false
 	// "": 0s false
+}
+
+// Telling "the call ran out of time" from "the last attempt timed out": the
+// whole error matches context.DeadlineExceeded in both cases, because the
+// last attempt's error is reachable too; the Reason tells them apart.
+func ExampleError_Timeout() {
+	timedOut := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	err := retry.Do(context.Background(), timedOut, retry.Policy{
+		MaxAttempts:    2,
+		AttemptTimeout: time.Nanosecond,
+		Backoff:        retry.Constant(0),
+	})
+	var re *retry.Error
+	errors.As(err, &re)
+	fmt.Println("whole error is DeadlineExceeded:", errors.Is(err, context.DeadlineExceeded))
+	fmt.Println("ran out of time:", re.Timeout(), errors.Is(re.Reason, context.DeadlineExceeded))
+	fmt.Println("last attempt timed out:", errors.Is(re.Last, context.DeadlineExceeded))
+	fmt.Println("reason:", re.Reason)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	err = retry.Do(ctx, timedOut)
+	errors.As(err, &re)
+	fmt.Println("ran out of time:", re.Timeout(), errors.Is(re.Reason, context.DeadlineExceeded))
+	// Output:
+	// whole error is DeadlineExceeded: true
+	// ran out of time: false false
+	// last attempt timed out: true
+	// reason: retry: attempts exhausted
+	// ran out of time: true true
 }

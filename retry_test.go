@@ -276,23 +276,166 @@ func TestDoOwnCanceledIsNotRetried(t *testing.T) {
 	assert.Equal(t, 1, calls)
 }
 
-func TestDoOnRetry(t *testing.T) {
+func TestDoObserve(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var events []retry.RetryEvent
+		type seen struct {
+			ctx context.Context
+			e   retry.Event
+		}
+		var events []seen
+		ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
 		rec := newRecorder(10, retry.Transient(errFlaky))
-		err := retry.Do(t.Context(), rec.fn, retry.Policy{
+		err := retry.Do(ctx, func(ctx context.Context) error {
+			time.Sleep(10 * time.Millisecond) // each attempt takes 10ms
+			return rec.fn(ctx)
+		}, retry.Policy{
 			MaxAttempts: 3,
 			Backoff:     retry.Exponential{Base: time.Second, Jitter: retry.NoJitter},
-			OnRetry:     func(e retry.RetryEvent) { events = append(events, e) },
+			Observe:     func(ctx context.Context, e retry.Event) { events = append(events, seen{ctx, e}) },
 		})
 		require.ErrorIs(t, err, retry.ErrExhausted)
-		want := []retry.RetryEvent{
-			{Attempt: 1, Err: errFlaky, Wait: time.Second, Elapsed: 0},
-			{Attempt: 2, Err: errFlaky, Wait: 2 * time.Second, Elapsed: time.Second},
+		var rerr *retry.Error
+		require.ErrorAs(t, err, &rerr)
+		want := []retry.Event{
+			{Attempt: 1, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 10 * time.Millisecond,
+				Retry: true, Wait: time.Second, Backoff: time.Second},
+			{Attempt: 2, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 1020 * time.Millisecond,
+				Retry: true, Wait: 2 * time.Second, Backoff: 2 * time.Second},
+			{Attempt: 3, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 3030 * time.Millisecond},
+			{Attempt: 3, Done: true, Err: rerr, Elapsed: 3030 * time.Millisecond, Reason: retry.ErrExhausted},
 		}
-		assert.Equal(t, want, events, "one event per real retry, none after the last attempt, marker removed")
+		require.Len(t, events, len(want))
+		for i, s := range events {
+			assert.Equal(t, want[i], s.e, "event %d", i)
+			assert.Equal(t, "caller", s.ctx.Value(ctxKey{}), "event %d has the caller's context", i)
+		}
 	})
+}
+
+// ctxKey marks a caller's context.
+type ctxKey struct{}
+
+func TestDoObserveSuccess(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var events []retry.Event
+		observe := func(_ context.Context, e retry.Event) { events = append(events, e) }
+		err := retry.Do(t.Context(), func(context.Context) error {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}, retry.Policy{Observe: observe})
+		require.NoError(t, err)
+		assert.Equal(t, []retry.Event{
+			{Attempt: 1, Duration: 5 * time.Millisecond, Elapsed: 5 * time.Millisecond},
+			{Attempt: 1, Done: true, Elapsed: 5 * time.Millisecond},
+		}, events, "a first-try success: one attempt, then the end")
+	})
+}
+
+func TestDoObserveStops(t *testing.T) {
+	t.Parallel()
+	errBusy := retry.RetryAfter(errFlaky, time.Hour)
+	tests := []struct {
+		name   string
+		ctx    func(context.Context) (context.Context, context.CancelFunc)
+		policy retry.Policy
+		err    error
+		want   []retry.Event
+	}{
+		{
+			name:   "not retryable",
+			policy: retry.Policy{},
+			err:    retry.Permanent(errFlaky),
+			want: []retry.Event{
+				{Attempt: 1, Err: errFlaky},
+				{Attempt: 1, Done: true, Reason: retry.ErrNotRetryable},
+			},
+		},
+		{
+			name:   "server delay above the ceiling",
+			policy: retry.Policy{MaxRetryAfter: time.Minute},
+			err:    errBusy,
+			want: []retry.Event{
+				{Attempt: 1, Err: errBusy, ServerDelay: time.Hour},
+				{Attempt: 1, Done: true, Reason: retry.ErrServerDelay},
+			},
+		},
+		{
+			name:   "budget refuses",
+			policy: retry.Policy{Budget: retry.NewBudget(0, 0), Backoff: retry.Constant(time.Second)},
+			err:    errFlaky,
+			want: []retry.Event{
+				{Attempt: 1, Err: errFlaky},
+				{Attempt: 1, Done: true, Reason: retry.ErrBudgetExhausted},
+			},
+		},
+		{
+			name: "cancelled before the first attempt",
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(ctx)
+				cancel()
+				return ctx, cancel
+			},
+			err:  errFlaky,
+			want: []retry.Event{{Done: true, Reason: context.Canceled}},
+		},
+		{
+			name: "deadline during the wait",
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(ctx, 1500*time.Millisecond)
+			},
+			policy: retry.Policy{Backoff: retry.Constant(time.Second)},
+			err:    errFlaky,
+			want: []retry.Event{
+				{Attempt: 1, Err: errFlaky, Retry: true, Wait: time.Second, Backoff: time.Second},
+				{Attempt: 2, Err: errFlaky, Elapsed: time.Second},
+				{Attempt: 2, Done: true, Elapsed: time.Second, Reason: retry.ErrNoTimeLeft},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := t.Context(), context.CancelFunc(func() {})
+				if tt.ctx != nil {
+					ctx, cancel = tt.ctx(ctx)
+				}
+				defer cancel()
+				var events []retry.Event
+				tt.policy.Observe = func(_ context.Context, e retry.Event) {
+					if e.Done {
+						e.Err = nil // checked below
+					}
+					events = append(events, e)
+				}
+				err := retry.Do(ctx, func(context.Context) error { return tt.err }, tt.policy)
+				require.Error(t, err)
+				assert.Equal(t, tt.want, events)
+			})
+		})
+	}
+}
+
+func TestEventWaitSetBy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		e    retry.Event
+		want string
+	}{
+		{retry.Event{}, ""},
+		{retry.Event{Backoff: time.Second, Wait: time.Second}, ""},
+		{retry.Event{Retry: true, Backoff: time.Second, Wait: time.Second}, "backoff"},
+		{retry.Event{Retry: true}, "backoff"},
+		{retry.Event{Retry: true, Backoff: time.Second, ServerDelay: 2 * time.Second, Wait: 2 * time.Second}, "server"},
+		{retry.Event{Retry: true, Backoff: 2 * time.Second, ServerDelay: time.Second, Wait: 2 * time.Second}, "backoff"},
+		{retry.Event{Retry: true, Backoff: time.Second, ServerDelay: 2 * time.Second, Wait: 3 * time.Second}, "limiter"},
+	}
+	for _, tt := range tests {
+		got := tt.e.WaitSetBy()
+		assert.Equal(t, tt.want, got, "%+v.WaitSetBy() = %q, want %q", tt.e, got, tt.want)
+	}
 }
 
 func TestDoMaxAttempts(t *testing.T) {

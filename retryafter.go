@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/seed93a044d1/retry/internal/handoff"
 )
 
 // ParseRetryAfter parses the value of a Retry-After header (RFC 9110, section
@@ -239,6 +241,10 @@ type ResponseError struct {
 	Status string
 	// RetryAfter is the delay the server asked for; 0 if none.
 	RetryAfter time.Duration
+
+	// spent is the retry loop that gave up on this response, when
+	// retryhttp returned it after its attempts, budget or time ran out.
+	spent *Error
 }
 
 // Error returns "retry: HTTP " and the status, and the delay the server
@@ -266,6 +272,11 @@ func (e *ResponseError) serverDelay() time.Duration { return e.RetryAfter }
 // [Permanent]: the server's answer cannot be understood, so retrying is
 // pointless.
 //
+// A response that retryhttp returned because its retries were spent (its
+// attempts, budget or time ran out on it) gives an error that
+// [DefaultClassifier] does not retry, so that a loop around an HTTP client
+// that already retries does not multiply its attempts.
+//
 // CheckResponse neither reads nor closes the body: the caller still owns it
 // and must close it, also before a retry.
 func CheckResponse(resp *http.Response) error {
@@ -279,6 +290,9 @@ func CheckResponse(resp *http.Response) error {
 	re := &ResponseError{StatusCode: code, Status: resp.Status, RetryAfter: responseDelay(resp.Header)}
 	if code < 100 || code > 599 {
 		return Permanent(re)
+	}
+	if resp.Request != nil {
+		re.spent, _ = resp.Request.Context().Value(handoff.GaveUp{}).(*Error)
 	}
 	return re
 }

@@ -655,7 +655,11 @@ func TestDoWaitsForServerDelay(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var waits []time.Duration
-		p := retry.Policy{Backoff: retry.Constant(100 * time.Millisecond), OnRetry: func(e retry.RetryEvent) { waits = append(waits, e.Wait) }}
+		p := retry.Policy{Backoff: retry.Constant(100 * time.Millisecond), Observe: func(_ context.Context, e retry.Event) {
+			if e.Retry {
+				waits = append(waits, e.Wait)
+			}
+		}}
 		starts, err := raAttemptStarts(t.Context(), p, func(n int) error {
 			if n == 1 {
 				return retry.RetryAfter(errRAOverloaded, 2*time.Second)
@@ -664,7 +668,7 @@ func TestDoWaitsForServerDelay(t *testing.T) {
 		})
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{0, 2 * time.Second}, starts, "attempt starts")
-		assert.Equal(t, []time.Duration{2 * time.Second}, waits, "OnRetry waits")
+		assert.Equal(t, []time.Duration{2 * time.Second}, waits, "observed waits")
 	})
 }
 

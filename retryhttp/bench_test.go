@@ -32,6 +32,9 @@ func BenchmarkGET(b *testing.B) {
 		{name: "retryhttp.Transport/AttemptTimeout", wrap: func(t *http.Transport) http.RoundTripper {
 			return &retryhttp.Transport{Base: t, Policy: retry.Policy{AttemptTimeout: time.Minute}}
 		}},
+		{name: "retryhttp.Transport/Timeout", wrap: func(t *http.Transport) http.RoundTripper {
+			return &retryhttp.Transport{Base: t, Timeout: time.Minute}
+		}},
 	}
 	for _, bm := range benchmarks {
 		b.Run(bm.name, func(b *testing.B) {
@@ -42,6 +45,9 @@ func BenchmarkGET(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			req.Header.Set("Accept", "application/json")
+			req.Header.Set("User-Agent", "retry-bench/1")
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef")
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := rt.RoundTrip(req)

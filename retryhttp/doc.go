@@ -44,12 +44,41 @@
 //
 // # Timeouts
 //
-// The request's context bounds the whole call, waits included, and so does
-// [http.Client].Timeout: no wait runs past its deadline. Policy.AttemptTimeout
-// bounds each attempt until its response headers arrive, and no longer: the
-// body of the response handed back is never cut by it, however slowly the
-// caller reads. A discarded response's drain is bounded by AttemptTimeout
-// again, and by the request's context.
+// The request's context bounds the whole call, waits included: no wait runs
+// past its deadline. [Transport].Timeout does the same from the start of
+// each request, and bounds the reading of the returned body too, as
+// [http.Client].Timeout does; [NewClient] moves a client's Timeout there,
+// because net/http, when its own Timeout fires, replaces the error with one
+// that no longer holds the [*retry.Error]. Policy.AttemptTimeout bounds each
+// attempt until its response headers arrive, and no longer: the body of the
+// response handed back is never cut by it, however slowly the caller reads.
+// A discarded response's drain is bounded by AttemptTimeout again, and by
+// the request's context.
+//
+// # Requests that can never be sent
+//
+// A request with an invalid header or trailer field, an invalid method or no
+// host is refused before the first attempt, with an error marked
+// [retry.Permanent] that says why; net/http would refuse it the same way on
+// every attempt. An unsupported scheme fails its one attempt, and the
+// default classifier stops on it.
+//
+// # One layer of retries
+//
+// A response that the Transport returns after giving up on it (its
+// attempts, budget or time ran out) is marked, so that [retry.CheckResponse]
+// in a loop around the client gives an error the default classifier does
+// not retry; a transport error is a *retry.Error, which it does not retry
+// either. Retrying at one layer keeps attempts from multiplying.
+//
+// # Observing
+//
+// Policy.Observe sees every attempt and the end of every request; inside it,
+// [RequestFrom] returns the request, so a hook shared by all the requests of
+// a client can say which one it sees. [WithPolicy] lets one request carry a
+// policy of its own through its context. Attempts are numbered, so
+// retry.AttemptFrom(resp.Request.Context()) tells which attempt produced a
+// response.
 //
 // # Servers may see more requests than MaxAttempts
 //

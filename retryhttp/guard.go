@@ -32,16 +32,17 @@ func newGuard(parent context.Context, timeout time.Duration) *guard {
 // within Policy.AttemptTimeout. It is a timeout, as the core's own attempt
 // timeout is: errors.Is(err, context.DeadlineExceeded) holds, so the default
 // classifier retries it and the outcome counts as unknown.
-var errAttemptTimeout error = attemptTimeout{}
+var errAttemptTimeout error = timeoutError("retryhttp: no response headers within the policy's AttemptTimeout")
 
-type attemptTimeout struct{}
+// timeoutError is the cause of a context that a timeout of retryhttp's
+// ended: a net.Error that timed out, and context.DeadlineExceeded to
+// errors.Is.
+type timeoutError string
 
-func (attemptTimeout) Error() string {
-	return "retryhttp: no response headers within the policy's AttemptTimeout"
-}
-func (attemptTimeout) Timeout() bool        { return true }
-func (attemptTimeout) Temporary() bool      { return true }
-func (attemptTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+func (e timeoutError) Error() string      { return string(e) }
+func (timeoutError) Timeout() bool        { return true }
+func (timeoutError) Temporary() bool      { return true }
+func (timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 func (g *guard) expire() { g.cancel(errAttemptTimeout) }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/internal/handoff"
 )
 
 // Transport is an [http.RoundTripper] that sends a request again, with the
@@ -18,23 +19,29 @@ import (
 // The zero value is ready to use: it sends through [http.DefaultTransport],
 // retries the requests [DefaultRetryable] accepts with the zero
 // [retry.Policy] (4 attempts, 100ms exponential backoff with full jitter),
-// and adds no header. A Transport is safe for concurrent use by multiple
-// goroutines as long as its Base, the funcs and the Budget in its Policy are;
-// do not change its fields once it is in use.
+// adds no header and sets no timeout. A Transport is safe for concurrent use
+// by multiple goroutines as long as its Base, the funcs and the Budget in
+// its Policy are; do not change its fields once it is in use.
 //
-// RoundTrip stops as [retry.Do] does: when the request's context ends, the
-// error or status is not retried, no attempts are left, the budget refuses,
-// or the server's delay is above the ceiling or would pass the deadline.
-// See the package documentation for what it returns then.
+// RoundTrip stops as [retry.Do] does: when the request's context ends or
+// Timeout passes, the error or status is not retried, no attempts are left,
+// the budget refuses, or the server's delay is above the ceiling or would
+// pass the deadline. See the package documentation for what it returns
+// then.
 type Transport struct {
 	// Base sends each attempt. nil means http.DefaultTransport.
 	Base http.RoundTripper
 
 	// Policy says how many attempts to make, how long to wait between them
-	// and which failures to retry; the zero Policy is retry's default. Its
-	// AttemptTimeout bounds each attempt until the response headers arrive,
-	// never the body of the response returned. Its OnRetry, if set, is
-	// called after the discarded response has been closed, before the wait.
+	// and which failures to retry; the zero Policy is retry's default. A
+	// request's context can carry another policy for that request alone
+	// (see WithPolicy). Its AttemptTimeout bounds each attempt until the
+	// response headers arrive, never the body of the response returned.
+	// Its Observe, if set, sees every attempt after the discarded response
+	// has been drained and closed, with a context from which RequestFrom
+	// returns the request. Attempts are always numbered (NumberAttempts),
+	// so retry.AttemptFrom(resp.Request.Context()) tells which attempt
+	// produced a response.
 	Policy retry.Policy
 
 	// Retryable reports whether a request is safe to send more than once.
@@ -52,19 +59,36 @@ type Transport struct {
 	// attempt is sent without it, and the caller's request is never changed:
 	// each retry sends a copy. Empty means no header.
 	AttemptHeader string
+
+	// Timeout, when positive, bounds each request sent through the
+	// Transport, as http.Client.Timeout does: its attempts, the waits
+	// between them, and the reading of the body of the response returned;
+	// a redirect continues on the same time. When it passes, RoundTrip
+	// returns a *retry.Error (or a body read fails) whose cause is a timeout
+	// error that matches context.DeadlineExceeded. 0 means no timeout of
+	// its own. Prefer it to http.Client.Timeout, which net/http enforces by
+	// replacing the error with one that no longer holds the *retry.Error:
+	// NewClient moves a client's Timeout here for that reason.
+	Timeout time.Duration
 }
 
 // NewClient returns a copy of base whose Transport is a [Transport] that
 // retries with p and sends each attempt through base's Transport. A nil base
 // means a zero [http.Client] (so http.DefaultTransport, no timeout). base
-// itself is not changed. The client's Timeout, if any, bounds all attempts
-// and the waits between them together.
+// itself is not changed.
+//
+// base's Timeout moves to the Transport (see Transport.Timeout): it still
+// bounds all attempts, the waits between them and the reading of the body,
+// but the returned client's Timeout is 0, because net/http, when its own
+// Timeout passes, replaces the error with one that has lost the
+// *retry.Error, its Attempts and its OutcomeUnknown.
 func NewClient(base *http.Client, p retry.Policy) *http.Client {
 	var c http.Client
 	if base != nil {
 		c = *base
 	}
-	c.Transport = &Transport{Base: c.Transport, Policy: p}
+	c.Transport = &Transport{Base: c.Transport, Policy: p, Timeout: c.Timeout}
+	c.Timeout = 0
 	return &c
 }
 
@@ -86,39 +110,82 @@ func DefaultRetryable(req *http.Request) bool {
 	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
 }
 
+// WithPolicy returns a copy of ctx that makes a [Transport] retry the
+// requests made with it under p instead of its own Policy, so that one
+// shared client serves calls with different needs:
+//
+//	req, _ := http.NewRequestWithContext(retryhttp.WithPolicy(ctx, paymentsPolicy), "PUT", url, body)
+//
+// Whether a request is retried at all is still the Transport's Retryable's
+// decision.
+func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
+	return context.WithValue(ctx, policyKey{}, &p)
+}
+
+type policyKey struct{}
+
+// RequestFrom returns the request that a [Transport] is sending, from the
+// context that its Policy's Observe receives, so that a hook shared by every
+// request can say which one it sees (its method and URL, say). It returns nil
+// for any other context.
+func RequestFrom(ctx context.Context) *http.Request {
+	req, _ := ctx.Value(requestKey{}).(*http.Request)
+	return req
+}
+
+type requestKey struct{}
+
 // RoundTrip sends req, and sends it again while the policy says so if req is
 // safe to repeat; see [Transport] and the package documentation. It never
 // modifies req: retries send copies, with a fresh body from GetBody.
 //
 // A request that is not retried goes to Base once, and its response and
 // error come back unchanged. Otherwise RoundTrip returns a response and a nil
-// error, or a nil response and a [*retry.Error].
+// error, or a nil response and a [*retry.Error]. A request that could never
+// be sent (an invalid header, method or host) is refused before any attempt,
+// with an error marked [retry.Permanent] that says why.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
+	if req == nil {
+		return nil, errNilRequest
 	}
+	if t.Timeout <= 0 {
+		return t.roundTrip(req)
+	}
+	req, release := withTimeout(req, t.Timeout)
+	resp, err := t.roundTrip(req)
+	return bound(resp, req, release), err
+}
+
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base()
 	if !t.retries(req) {
 		return base.RoundTrip(req)
 	}
+	if err := checkRequest(req); err != nil {
+		closeBody(req)
+		return nil, retry.Permanent(err)
+	}
 
+	ctx := req.Context()
 	c := &call{t: t, base: base, req: req, policy: t.Policy}
+	if p, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
+		c.policy = *p
+	}
 	// The core's AttemptTimeout would end the attempt's context when the
 	// attempt returns, cutting the body of the response handed back: the
 	// call bounds each attempt itself, until the headers arrive.
 	c.timeout = c.policy.AttemptTimeout
 	c.policy.AttemptTimeout = 0
-	c.onRetry = c.policy.OnRetry
-	c.policy.OnRetry = c.discardHeld
+	c.observe = c.policy.Observe
+	c.policy.Observe = c.observeEvent
+	c.policy.NumberAttempts = true
 
-	ctx := req.Context()
 	err := retry.Do(ctx, c.attempt, &c.policy)
 	if err == nil {
 		return c.resp, nil
 	}
-	if c.attempts == 0 && req.Body != nil {
-		// No attempt was made; a RoundTripper closes the body all the same.
-		req.Body.Close()
+	if c.attempts == 0 {
+		closeBody(req) // no attempt was made; a RoundTripper closes the body all the same
 	}
 	if c.held == nil {
 		return nil, err
@@ -135,25 +202,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	// Mark the response as one whose retries are spent, so that
+	// retry.CheckResponse in an outer loop does not retry it again.
+	r := c.held.Request
+	if r == nil {
+		r = req
+	}
+	c.held.Request = r.WithContext(context.WithValue(r.Context(), handoff.GaveUp{}, err))
 	return c.held, nil
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base == nil {
+		return http.DefaultTransport
+	}
+	return t.Base
 }
 
 // CloseIdleConnections closes the idle connections of Base, if it has a
 // CloseIdleConnections method, as [http.Client.CloseIdleConnections] expects.
 func (t *Transport) CloseIdleConnections() {
 	type closeIdler interface{ CloseIdleConnections() }
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	if ci, ok := base.(closeIdler); ok {
+	if ci, ok := t.base().(closeIdler); ok {
 		ci.CloseIdleConnections()
 	}
 }
 
 // retries reports whether req may be sent more than once.
 func (t *Transport) retries(req *http.Request) bool {
-	if req == nil || req.URL == nil || req.Method == http.MethodConnect {
+	if req.URL == nil || req.Method == http.MethodConnect {
 		return false
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
@@ -171,9 +248,10 @@ type call struct {
 	t       *Transport
 	base    http.RoundTripper
 	req     *http.Request
-	policy  retry.Policy // the Transport's, with the hooks below
+	policy  retry.Policy // the Transport's or the request's, with the hooks below
 	timeout time.Duration
-	onRetry func(retry.RetryEvent) // the user's
+	observe func(context.Context, retry.Event) // the user's
+	obsCtx  context.Context                    // the request's context, with the request
 
 	attempts int
 	resp     *http.Response // the response of the attempt that succeeded
@@ -181,7 +259,8 @@ type call struct {
 	heldBy   *guard         // held's guard, if the attempt had a timeout
 }
 
-// attempt sends one attempt; retry.Do calls it with the request's context.
+// attempt sends one attempt; retry.Do calls it with the request's context,
+// numbered.
 func (c *call) attempt(ctx context.Context) error {
 	c.attempts++
 	var body io.ReadCloser
@@ -204,10 +283,9 @@ func (c *call) attempt(ctx context.Context) error {
 		}
 	}
 
-	r := c.req
-	if c.attempts > 1 || g != nil {
-		r = c.req.WithContext(ctx) // a shallow copy: req stays as it is
-	}
+	// A shallow copy on the attempt's context, which carries its number:
+	// req stays as it is.
+	r := c.req.WithContext(ctx)
 	if c.attempts > 1 {
 		if body != nil {
 			r.Body = body
@@ -223,6 +301,9 @@ func (c *call) attempt(ctx context.Context) error {
 	}
 
 	resp, err := c.base.RoundTrip(r)
+	if resp == nil && err == nil {
+		err = errNilResponse
+	}
 	if g != nil {
 		resp, err = g.settle(resp, err)
 	}
@@ -230,7 +311,10 @@ func (c *call) attempt(ctx context.Context) error {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close() // a RoundTripper returns one or the other
 		}
-		return err
+		return &roundTripError{err}
+	}
+	if resp.Request == nil {
+		resp.Request = r
 	}
 	if err := retry.CheckResponse(resp); err != nil {
 		c.held, c.heldBy = resp, g
@@ -240,17 +324,26 @@ func (c *call) attempt(ctx context.Context) error {
 	return nil
 }
 
-// discardHeld is the policy's OnRetry: a retry will happen, so the held
-// response is drained and closed before the wait, and its connection goes
-// back to the pool. Then the user's OnRetry runs.
-func (c *call) discardHeld(ev retry.RetryEvent) {
-	if c.held != nil {
+// observeEvent is the policy's Observe. Before a retry, the held response is
+// drained and closed, so that its connection goes back to the pool during
+// the wait; a drain that ran into the end of the request's context means no
+// retry follows after all, and the event says so. Then the user's Observe
+// sees the event, with the request in its context.
+func (c *call) observeEvent(ctx context.Context, e retry.Event) {
+	if e.Retry && c.held != nil {
 		discard(c.held, c.heldBy, c.timeout)
 		c.held, c.heldBy = nil, nil
+		if ended(ctx) {
+			e.Retry, e.Wait, e.Backoff = false, 0, 0
+		}
 	}
-	if c.onRetry != nil {
-		c.onRetry(ev)
+	if c.observe == nil {
+		return
 	}
+	if c.obsCtx == nil {
+		c.obsCtx = context.WithValue(ctx, requestKey{}, c.req)
+	}
+	c.observe(c.obsCtx, e)
 }
 
 // maxDrain is the most of a discarded body read to keep its connection: a
@@ -272,6 +365,14 @@ func discard(resp *http.Response, g *guard, timeout time.Duration) {
 	resp.Body.Close()
 }
 
+// closeBody closes req's body, as a RoundTripper must even when it sends
+// nothing.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
 // ended reports whether ctx is done or its deadline has come, as the core
 // judges it.
 func ended(ctx context.Context) bool {
@@ -290,3 +391,8 @@ func cause(ctx context.Context) error {
 	}
 	return context.DeadlineExceeded
 }
+
+var (
+	errNilRequest  = errors.New("retryhttp: nil request")
+	errNilResponse = errors.New("retryhttp: Base returned neither a response nor an error")
+)

@@ -186,11 +186,13 @@ func TestNewClientCopiesBase(t *testing.T) {
 
 	require.NotSame(t, jarless, c)
 	assert.Same(t, base, jarless.Transport, "base client changed")
-	assert.Equal(t, 7*time.Second, c.Timeout)
+	assert.Equal(t, 7*time.Second, jarless.Timeout, "base client changed")
 	rt, ok := c.Transport.(*retryhttp.Transport)
 	require.True(t, ok, "Transport is %T", c.Transport)
 	assert.Same(t, base, rt.Base)
 	assert.Equal(t, 7, rt.Policy.MaxAttempts)
+	assert.Zero(t, c.Timeout, "the client's Timeout would hide the *retry.Error")
+	assert.Equal(t, 7*time.Second, rt.Timeout, "the Timeout moved to the Transport")
 
 	c = retryhttp.NewClient(nil, retry.Policy{})
 	rt, ok = c.Transport.(*retryhttp.Transport)
@@ -479,7 +481,7 @@ func TestRoundTripContextEndsWhileHoldingResponse(t *testing.T) {
 
 // A wait cut short by the caller's context returns the context's cause; the
 // discarded response was closed before the wait, and before the user's
-// OnRetry ran.
+// Observe saw the retry.
 func TestRoundTripContextEndsDuringWait(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, reply{status: 503, body: "busy", header: map[string]string{"Retry-After": "60"}})
@@ -487,7 +489,10 @@ func TestRoundTripContextEndsDuringWait(t *testing.T) {
 	defer cancel()
 	tr := &tracker{base: srv.Client().Transport}
 	closedBeforeHook := false
-	p := retry.Policy{OnRetry: func(ev retry.RetryEvent) {
+	p := retry.Policy{Observe: func(_ context.Context, e retry.Event) {
+		if !e.Retry {
+			return
+		}
 		bodies := tr.Bodies()
 		closedBeforeHook = len(bodies) == 1 && bodies[0].closed.Load()
 		cancel()
@@ -500,7 +505,7 @@ func TestRoundTripContextEndsDuringWait(t *testing.T) {
 	assert.Nil(t, resp)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorAs(t, err, new(*retry.ResponseError))
-	assert.True(t, closedBeforeHook, "discarded body closed before OnRetry")
+	assert.True(t, closedBeforeHook, "discarded body closed before Observe saw the retry")
 	assert.Len(t, srv.requests(), 1)
 }
 

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -90,17 +92,28 @@ func contentionStudy(c config, stdout io.Writer, prog *progress) ([]string, erro
 		times = append(times, refTimes)
 	}
 	sub := fmt.Sprintf(" (%d episodes per point)", c.episodes)
+	// The subtitles read the largest client count off the table.
+	last := len(c.clients) - 1
+	var callsAt, timeAt []string
+	for si, st := range strategies {
+		p := at(si, last)
+		callsAt = append(callsAt, fmt.Sprintf("%s %s", st.Name, count(int(math.Round(p.Calls)))))
+		timeAt = append(timeAt, fmt.Sprintf("%s %.1f s", st.Name, p.Time.Seconds()))
+	}
+	n := c.clients[last]
 	charts := []struct {
 		file  string
 		chart svg.Chart
 	}{
 		{"contention-calls.svg", svg.Chart{
-			Title:  "Write calls until all clients succeed" + sub,
-			XLabel: "clients", YLabel: "write calls (mean per episode)", Series: calls,
+			Title:    "Write calls until all clients succeed" + sub,
+			Subtitle: fmt.Sprintf("Each call is load on the server. At %d clients, write calls per episode: %s.", n, strings.Join(callsAt, ", ")),
+			XLabel:   "clients", YLabel: "write calls (mean per episode)", Series: calls,
 		}},
 		{"contention-time.svg", svg.Chart{
-			Title:  "Time until the last client succeeds" + sub,
-			XLabel: "clients", YLabel: "seconds (mean per episode, log scale)", Series: times, LogY: true,
+			Title:    "Time until the last client succeeds" + sub,
+			Subtitle: fmt.Sprintf("At %d clients, the last client succeeds after: %s.", n, strings.Join(timeAt, ", ")),
+			XLabel:   "clients", YLabel: "seconds (mean per episode, log scale)", Series: times, LogY: true,
 		}},
 	}
 	var files []string

@@ -11,71 +11,57 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/internal/sim"
 	"github.com/seed93a044d1/retry/internal/svg"
 )
 
-// chartBin is the width of the bins of the simulated drill's
-// attempts-per-second charts: fine enough to show a wave of retries that all
-// come due at the same instant. The live drill runs at a tenth of the times,
-// so its bins are a tenth as wide.
-const chartBin = 100 * time.Millisecond
-
-// drillStudy runs the drill's variants, prints the comparison and writes one
-// chart per variant.
+// drillStudy runs the drill's variants, prints the comparison and what each
+// variant shows, and writes one chart per variant.
 func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 	variants := sim.DrillVariants(c.seed)
 	results := make([]sim.DrillResult, len(variants))
-	for i, v := range variants {
-		v.Jobs = c.jobs
-		fmt.Fprintf(stderr, "drill: %s\n", v.Name)
-		results[i] = sim.RunDrill(v)
+	for i := range variants {
+		variants[i].Jobs = c.jobs
+		fmt.Fprintf(stderr, "drill: %s\n", variants[i].Name)
+		results[i] = sim.RunDrill(variants[i])
 	}
 	given := variants[0]
-	fmt.Fprintf(stdout, "\nOUTAGE DRILL: %d notification jobs queued at t = 0 meet a provider outage (virtual time, seed %d)\n", c.jobs, c.seed)
-	fmt.Fprintf(stdout, "Provider: down until %v (it never answers: each attempt times out at the policy's AttemptTimeout),\n", given.Outage)
-	fmt.Fprintf(stdout, "  then serves %d requests per 1-second window; above that, 429 with Retry-After = seconds until the window\n", given.Capacity)
-	fmt.Fprintf(stdout, "  resets, rounded up (always 1 s). %.0f%% of served replies are lost (the worker times out and retries with the same\n", 100*given.LostReplies)
-	fmt.Fprintf(stdout, "  idempotency key; the provider answers 200 without sending twice).\n")
-	fmt.Fprintf(stdout, "Policy as given: MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} full jitter, AttemptTimeout 2s,\n")
-	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20) for every attempt. The scheduler stores each job's next attempt time from retry.Next;\n")
-	fmt.Fprintf(stdout, "  when a job comes due it reserves a limiter token and is sent after the reservation's delay (a FIFO queue).\n")
-	fmt.Fprintf(stdout, "  The budget variant adds retry.NewBudget(0.1, 0): 10%% of first attempts, no per-second floor.\n\n")
-	writeSummaryTable(stdout, results)
-
-	fmt.Fprintf(stdout, "\nNotes per variant:\n")
-	for _, r := range results {
-		var parts []string
-		for _, rc := range r.DeadByReason() {
-			parts = append(parts, fmt.Sprintf("%d %s", rc.Count, strings.TrimPrefix(rc.Reason.Error(), "retry: ")))
-		}
-		dead := "no dead letters"
-		if len(parts) > 0 {
-			dead = "dead letters: " + strings.Join(parts, ", ")
-		}
-		sentDead := r.Sent - r.Summary.Delivered
-		fmt.Fprintf(stdout, "  %-22s %s; attempts timed out in the outage: %d; throttled (429): %d, of which retried after Retry-After: %d; replies lost: %d",
-			r.Name+":", dead, r.Count(sim.Down), r.Count(sim.Throttled), r.RetriedAfter(sim.Throttled), r.Count(sim.LostReply))
-		if sentDead > 0 {
-			fmt.Fprintf(stdout, "; %d dead-lettered jobs were in fact sent (reply lost): replay them with the same key", sentDead)
-		}
-		fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "\nOUTAGE DRILL: %s notification jobs queued at t = 0 meet a provider outage (virtual time, seed %d)\n", count(c.jobs), c.seed)
+	fmt.Fprintf(stdout, "Provider: down until %v, and silent: each attempt times out at the policy's AttemptTimeout. Then it serves\n", given.Outage)
+	fmt.Fprintf(stdout, "  %d requests per clock second and answers 429 above that, with Retry-After: 1 (the time until its next\n", given.Capacity)
+	fmt.Fprintf(stdout, "  clock second, rounded up to whole seconds). %.0f%% of served replies are lost: the worker times out and\n", 100*given.LostReplies)
+	fmt.Fprintf(stdout, "  retries with the same idempotency key, which the provider answers 200 without sending twice.\n")
+	fmt.Fprintf(stdout, "Policy as given: MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} (full jitter), AttemptTimeout 2s,\n")
+	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20) for every attempt. A scheduler stores each job's next attempt time from retry.Next\n")
+	fmt.Fprintf(stdout, "  instead of sleeping on it; a job that comes due takes a limiter token and goes out after the token's delay.\n")
+	fmt.Fprintf(stdout, "Variants, each the policy as given with one thing changed:\n")
+	width := 0
+	for _, v := range variants[1:] {
+		width = max(width, len(v.Name))
+	}
+	for _, v := range variants[1:] {
+		writeWrapped(stdout, fmt.Sprintf("  %-*s  ", width, v.Name), v.Change, 114)
 	}
 
-	// One chart per variant, on the same axes so that they compare at a glance.
-	var xMax float64
+	writeOutcomeTable(stdout, results)
+	writeLoadTable(stdout, results)
+	lessons := drillLessons(results)
+	fmt.Fprintf(stdout, "\nWhat each variant shows:\n")
 	for _, r := range results {
-		xMax = max(xMax, r.Summary.Drain.Seconds())
+		writeWrapped(stdout, "  "+r.Name+": ", lessons[r.Name], 114)
 	}
-	xMax = math.Ceil(xMax/10) * 10
+	writeDrillNotes(stdout, results)
+
+	// One chart per variant, each with its axes scaled to its own data.
 	var files []string
 	for i, r := range results {
-		times := make([]time.Duration, len(r.Attempts))
-		for j, a := range r.Attempts {
-			times[j] = a.At
-		}
 		v := variants[i]
-		ch := attemptsChart(fmt.Sprintf("Drill, %s: attempts per second at the provider", r.Name), times, chartBin, v.Outage, v.Capacity, v.Policy.Limiter, xMax)
+		down := "provider down"
+		if v.DownRetryAfter {
+			down = "provider down: 503 + Retry-After"
+		}
+		ch := drillChart(r, v.Capacity, v.Policy.Limiter, down, lessons[r.Name])
 		name := filepath.Join(c.out, "drill-"+slug(r.Name)+".svg")
 		if err := ch.WriteFile(name); err != nil {
 			return nil, err
@@ -85,52 +71,159 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 	return files, nil
 }
 
-// attemptsChart draws attempts per second over time, on a log axis shared by
-// every drill chart: a flat 200/s and a wave of 10,000 in 100 ms both stay
-// readable.
-func attemptsChart(title string, times []time.Duration, bin, outage time.Duration, capacity int, lim *rate.Limiter, xMax float64) svg.Chart {
-	rates := sim.PerSecond(times, bin)
-	s := svg.Series{Name: "attempts/s", Color: "#0072B2"}
-	for i, v := range rates {
-		// Each bin is drawn as a step, so a burst reads as a spike, not a slope.
-		x0 := (time.Duration(i) * bin).Seconds()
-		x1 := (time.Duration(i+1) * bin).Seconds()
-		s.X = append(s.X, x0, x1)
-		s.Y = append(s.Y, v, v)
+// writeOutcomeTable prints what became of the jobs, one row per result.
+func writeOutcomeTable(w io.Writer, results []sim.DrillResult) {
+	fmt.Fprintf(w, "\nWhat became of the jobs\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\tdelivered\tdead-lettered\tdrain\tp50 latency\tp99 latency\tduplicates suppressed\t")
+	for _, r := range results {
+		s := r.Summary
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Name, count(s.Delivered), count(s.DeadLettered), secs(s.Drain), latency(s, s.P50), latency(s, s.P99), count(s.Duplicates))
 	}
-	rules := []svg.Rule{{Y: float64(capacity), Label: fmt.Sprintf("capacity %d/s", capacity)}}
-	if lim != nil {
-		rules = append(rules, svg.Rule{Y: float64(lim.Limit()), Label: fmt.Sprintf("limiter %g/s", float64(lim.Limit())), LabelBelow: true})
-	}
-	return svg.Chart{
-		Title:  title,
-		XLabel: "time since the outage began, s",
-		YLabel: fmt.Sprintf("attempts per second (%v bins, log scale)", bin),
-		Series: []svg.Series{s},
-		Bands:  []svg.Band{{X0: 0, X1: outage.Seconds(), Label: "provider down"}},
-		Rules:  rules,
-		LogY:   true, YMin: 1, YMax: 1e6,
-		XMin: 0, XMax: xMax,
-	}
+	tw.Flush()
+	fmt.Fprintln(w, "(drain: until the last job was delivered or dead-lettered; latency: from t = 0 to delivery; duplicates suppressed:")
+	fmt.Fprintln(w, " attempts whose notification had already been sent, which the idempotency key kept from going out twice)")
 }
 
-// writeSummaryTable prints one row per drill result.
-func writeSummaryTable(w io.Writer, results []sim.DrillResult) {
+// writeLoadTable prints what the provider saw, one row per result.
+func writeLoadTable(w io.Writer, results []sim.DrillResult) {
+	fmt.Fprintf(w, "\nWhat the provider saw\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tdelivered\tdead-lettered\tattempts\tretries/delivered\tpeak attempts/s\tdrain\tp50 latency\tp99 latency\tduplicates suppressed\t")
+	fmt.Fprintln(tw, "variant\tattempts\tin the outage\t429s\tretries/delivery\tRetry-After waits\tpeak attempts/s\tpeak once back\t")
 	for _, r := range results {
 		s := r.Summary
 		rpd := "-"
 		if v := s.RetriesPerDelivered(); !math.IsNaN(v) {
 			rpd = fmt.Sprintf("%.2f", v)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t\n",
-			r.Name, s.Delivered, s.DeadLettered, s.Attempts, rpd, s.PeakPerSecond,
-			secs(s.Drain), latency(s, s.P50), latency(s, s.P99), s.Duplicates)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Name, count(s.Attempts), count(r.InOutage()), count(r.Count(sim.Throttled)), rpd, count(len(r.ServerWaits)), count(s.PeakPerSecond), count(s.PeakUp))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(retries/delivered: every retry, those of dead-lettered jobs included, per delivered job; peak: most attempts in any")
-	fmt.Fprintln(w, " 1-second sliding window; drain: until the last job was delivered or dead-lettered; latency: from t = 0 to delivery)")
+	fmt.Fprintln(w, "(in the outage: attempts that met the provider down; retries/delivery: every retry, those of dead-lettered")
+	fmt.Fprintln(w, " jobs included, per delivered job; Retry-After waits: retries whose wait the server's delay made longer than the")
+	fmt.Fprintln(w, " backoff's; peak: the most attempts in one clock second [k s, k+1 s), the bins the charts draw; once back: from")
+	fmt.Fprintln(w, " the first second the provider is up)")
+}
+
+// writeDrillNotes prints, per result, the dead letters by reason and the
+// lost replies.
+func writeDrillNotes(w io.Writer, results []sim.DrillResult) {
+	fmt.Fprintf(w, "\nDead letters and lost replies:\n")
+	for _, r := range results {
+		var parts []string
+		for _, rc := range r.DeadByReason() {
+			parts = append(parts, fmt.Sprintf("%s %s", count(rc.Count), strings.TrimPrefix(rc.Reason.Error(), "retry: ")))
+		}
+		dead := "no dead letters"
+		if len(parts) > 0 {
+			dead = "dead-lettered: " + strings.Join(parts, ", ")
+		}
+		line := fmt.Sprintf("%s; replies lost: %s", dead, count(r.Count(sim.LostReply)))
+		if sentDead := r.Sent - r.Summary.Delivered; sentDead > 0 {
+			were := "were"
+			if sentDead == 1 {
+				were = "was"
+			}
+			line += fmt.Sprintf("; %s %s in fact sent (the reply was lost): replay with the same key", plural(sentDead, "dead-lettered job"), were)
+		}
+		writeWrapped(w, "  "+r.Name+": ", line, 114)
+	}
+}
+
+// Chart colours: Okabe and Ito's colour-blind-safe palette.
+const (
+	colorAttempts  = "#0072B2"
+	colorDelivered = "#009E73"
+	colorThrottled = "#E69F00"
+	colorDead      = "#000000"
+	colorServer    = "#CC79A7"
+	colorLimiter   = "#555555"
+)
+
+// drillChart draws what reached the provider, second by second: attempts,
+// deliveries, 429s, dead letters and the waits the server's Retry-After
+// set, each counted in the clock seconds of sim.PerSecond, the bins behind
+// the table's peaks. The axes fit the run: time from 0 to the drain, rounded
+// up to a whole second (to 5 s past 10 s); a linear y axis from 0 to the
+// chart's own largest value, so an empty second is drawn at 0, where it is.
+// Series with nothing in them are left out. down labels the outage.
+func drillChart(r sim.DrillResult, capacity int, lim *rate.Limiter, down, lesson string) svg.Chart {
+	until := r.Summary.Drain
+	series := []svg.Series{steps("attempts", colorAttempts, false, sim.PerSecond(r.Times(), until))}
+	for _, s := range []svg.Series{
+		steps("delivered", colorDelivered, true, sim.PerSecond(r.Times(sim.Sent, sim.Duplicate), until)),
+		steps("429 Too Many Requests", colorThrottled, false, sim.PerSecond(r.Times(sim.Throttled), until)),
+		steps("dead-lettered", colorDead, true, sim.PerSecond(r.DeadTimes(), until)),
+		steps("waits set by Retry-After", colorServer, true, sim.PerSecond(r.ServerWaits, until)),
+	} {
+		if slicesMax(s.Y) > 0 {
+			series = append(series, s)
+		}
+	}
+	rules := []svg.Rule{{Y: float64(capacity), Label: fmt.Sprintf("provider capacity %d/s", capacity)}}
+	if lim != nil {
+		rules = append(rules, svg.Rule{Y: float64(lim.Limit()), Label: fmt.Sprintf("limiter %g/s", float64(lim.Limit())), LabelBelow: true, Color: colorLimiter})
+	}
+	xMax := math.Ceil(until.Seconds())
+	if xMax > 10 {
+		xMax = math.Ceil(xMax/5) * 5
+	}
+	return svg.Chart{
+		Title:    fmt.Sprintf("Outage drill, %s: what reached the provider, per second", r.Name),
+		Subtitle: lesson,
+		XLabel:   "seconds since the outage began (one-second bins)",
+		YLabel:   "per second",
+		Width:    960, Height: 540,
+		Series:   series,
+		Bands:    []svg.Band{{X0: 0, X1: r.Outage.Seconds(), Label: down}},
+		Rules:    rules,
+		XMin:     0,
+		XMax:     max(1, xMax),
+		Headroom: 0.06, // room for the labels at the top
+	}
+}
+
+// steps draws per-second counts as steps, each second flat from its start to
+// its end, so that a burst reads as a block, not a slope.
+func steps(name, color string, dashed bool, counts []int) svg.Series {
+	s := svg.Series{Name: name, Color: color, Dashed: dashed}
+	for k, n := range counts {
+		x0 := (time.Duration(k) * sim.RateBin).Seconds()
+		x1 := (time.Duration(k+1) * sim.RateBin).Seconds()
+		s.X = append(s.X, x0, x1)
+		s.Y = append(s.Y, float64(n), float64(n))
+	}
+	return s
+}
+
+func slicesMax(ys []float64) float64 {
+	m := 0.0
+	for _, y := range ys {
+		m = max(m, y)
+	}
+	return m
+}
+
+// writeWrapped prints prefix and text wrapped to width columns, the lines
+// after the first indented under the text.
+func writeWrapped(w io.Writer, prefix, text string, width int) {
+	indent := strings.Repeat(" ", len(prefix))
+	line := prefix
+	fresh := true
+	for _, word := range strings.Fields(text) {
+		if !fresh && len(line)+1+len(word) > width {
+			fmt.Fprintln(w, line)
+			line, fresh = indent, true
+		}
+		if !fresh {
+			line += " "
+		}
+		line += word
+		fresh = false
+	}
+	fmt.Fprintln(w, line)
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
@@ -140,6 +233,24 @@ func latency(s sim.Summary, d time.Duration) string {
 		return "-"
 	}
 	return secs(d)
+}
+
+// count formats n with thousands separators: 10000 as "10,000".
+func count(n int) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }
 
 // slug turns a variant's name into a file name part: "no jitter, no
@@ -159,4 +270,18 @@ func slug(name string) string {
 		}
 	}
 	return b.String()
+}
+
+// budgetRefusals returns the retries a budget refused and when the first was.
+func budgetRefusals(r sim.DrillResult) (n int, first time.Duration) {
+	first = -1
+	for _, d := range r.DeadLetters {
+		if d.Reason == retry.ErrBudgetExhausted {
+			if n == 0 {
+				first = d.At
+			}
+			n++
+		}
+	}
+	return n, first
 }

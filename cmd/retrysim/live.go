@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -27,11 +29,11 @@ import (
 // HTTP server that hangs for the first second (the attempts time out), then
 // serves 300 requests per second and answers 429 with Retry-After above that.
 const (
-	liveJobs     = 600
-	liveOutage   = time.Second
-	liveCapacity = 300
-	liveLost     = 0.01
-	liveBound    = 30 * time.Second // no live call lasts longer, whatever happens
+	defaultLiveJobs = 600
+	liveOutage      = time.Second
+	liveCapacity    = 300
+	liveLost        = 0.01
+	liveBound       = 30 * time.Second // no live call lasts longer, whatever happens
 )
 
 // livePolicy is DrillPolicy at a tenth of its times: the same rates, the
@@ -46,45 +48,42 @@ func livePolicy() retry.Policy {
 }
 
 // liveDrill runs the live drill twice, with the policy as given and without
-// its limiter, and prints the same summary as the simulated drill.
+// its limiter, and prints the same tables as the simulated drill.
 func liveDrill(c config, stdout, stderr io.Writer) ([]string, error) {
-	fmt.Fprintf(stdout, "\nLIVE DRILL: %d jobs, each a goroutine sending through retryhttp against a loopback HTTP server (real time)\n", liveJobs)
-	fmt.Fprintf(stdout, "Server: hangs for %v (attempts time out), then serves %d requests per 1-second window, 429 with\n", liveOutage, liveCapacity)
+	fmt.Fprintf(stdout, "\nLIVE DRILL: %d jobs, each a goroutine sending through retryhttp to a loopback HTTP server (real time)\n", c.liveJobs)
+	fmt.Fprintf(stdout, "Server: hangs for %v (attempts time out), then serves %d requests per clock second and answers 429 with\n", liveOutage, liveCapacity)
 	fmt.Fprintf(stdout, "  Retry-After: 1 above that; dedups by Idempotency-Key; holds %.0f%% of served replies until the client gives up.\n", 100*liveLost)
 	fmt.Fprintf(stdout, "Policy: the drill's at a tenth of its times: MaxAttempts 5, Exponential{Base: 50ms, Cap: 3s}, AttemptTimeout 200ms,\n")
-	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20), all in a retryhttp.NewClient (Do reserves a token when it decides to retry).\n\n")
+	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20), all in a retryhttp.NewClient (Do reserves a token when it decides to retry).\n")
 	variants := []struct {
 		name   string
 		policy retry.Policy
 	}{
-		{"live, as given", livePolicy()},
-		{"live, no limiter", func() retry.Policy { p := livePolicy(); p.Limiter = nil; return p }()},
+		{liveAsGiven, livePolicy()},
+		{liveNoLimiter, func() retry.Policy { p := livePolicy(); p.Limiter = nil; return p }()},
 	}
-	var (
-		results []sim.DrillResult
-		files   []string
-	)
+	var results []sim.DrillResult
 	for i, v := range variants {
 		fmt.Fprintf(stderr, "live: %s (a few seconds)\n", v.name)
-		r, err := runLive(v.name, v.policy, c.seed+uint64(i))
+		r, err := runLive(v.name, v.policy, c.liveJobs, c.seed+uint64(i))
 		if err != nil {
 			return nil, err
 		}
 		results = append(results, r)
 	}
-	writeSummaryTable(stdout, results)
-	var xMax float64
+	writeOutcomeTable(stdout, results)
+	writeLiveLoadTable(stdout, results)
+	lessons := liveLessons(results)
+	fmt.Fprintf(stdout, "\nWhat each run shows:\n")
 	for _, r := range results {
-		xMax = max(xMax, r.Summary.Drain.Seconds())
+		writeWrapped(stdout, "  "+r.Name+": ", lessons[r.Name], 114)
 	}
+	writeDrillNotes(stdout, results)
+
+	var files []string
 	for i, r := range results {
-		fmt.Fprintf(stdout, "  %-18s attempts timed out in the outage: %d; throttled (429): %d, of which retried after Retry-After: %d; replies held: %d\n",
-			r.Name+":", r.Count(sim.Down), r.Count(sim.Throttled), r.RetriedAfter(sim.Throttled), r.Count(sim.LostReply))
-		times := make([]time.Duration, len(r.Attempts))
-		for j, a := range r.Attempts {
-			times[j] = a.At
-		}
-		ch := attemptsChart(fmt.Sprintf("Drill, %s: attempts per second at the server", r.Name), times, chartBin/10, liveOutage, liveCapacity, variants[i].policy.Limiter, math.Ceil(xMax))
+		ch := drillChart(r, liveCapacity, variants[i].policy.Limiter, "server down", lessons[r.Name])
+		ch.Title = fmt.Sprintf("Drill, %s: what reached the loopback server, per second", r.Name)
 		name := filepath.Join(c.out, "drill-"+slug(r.Name)+".svg")
 		if err := ch.WriteFile(name); err != nil {
 			return nil, err
@@ -94,9 +93,78 @@ func liveDrill(c config, stdout, stderr io.Writer) ([]string, error) {
 	return files, nil
 }
 
+// Names of the live runs.
+const (
+	liveAsGiven   = "live, as given"
+	liveNoLimiter = "live, no limiter"
+)
+
+// writeLiveLoadTable is writeLoadTable for the live runs, with what the
+// server saw of the waits after its 429s.
+func writeLiveLoadTable(w io.Writer, results []sim.DrillResult) {
+	fmt.Fprintf(w, "\nWhat the server saw\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tattempts\tin the outage\t429s\t429s retried\tRetry-After waits\tshortest wait after a 429\tretries/delivery\tpeak attempts/s\tpeak once back\t")
+	for _, r := range results {
+		s := r.Summary
+		rpd := "-"
+		if v := s.RetriesPerDelivered(); !math.IsNaN(v) {
+			rpd = fmt.Sprintf("%.2f", v)
+		}
+		shortest := "-"
+		if gap, ok := shortestGapAfter(r, sim.Throttled); ok {
+			shortest = fmt.Sprintf("%.3f s", gap.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Name, count(s.Attempts), count(r.InOutage()), count(r.Count(sim.Throttled)), count(r.RetriedAfter(sim.Throttled)),
+			count(len(r.ServerWaits)), shortest, rpd, count(s.PeakPerSecond), count(s.PeakUp))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(429s retried: 429s followed by another attempt of the same job; Retry-After waits: retries whose wait the")
+	fmt.Fprintln(w, " server's delay set, as Policy.Observe reported them (Event.WaitSetBy); the shortest wait after a 429 as the server")
+	fmt.Fprintln(w, " saw it, against the Retry-After: 1 it sent; peak: the most attempts in one clock second [k s, k+1 s), the bins")
+	fmt.Fprintln(w, " the charts draw; once back: from the first second the server is up)")
+}
+
+// shortestGapAfter returns the shortest time between an attempt with the
+// given result and the same job's next attempt, and whether there was one.
+func shortestGapAfter(r sim.DrillResult, res sim.AttemptResult) (time.Duration, bool) {
+	last := map[int]sim.Attempt{}
+	var shortest time.Duration
+	found := false
+	for _, a := range r.Attempts {
+		if p, ok := last[a.Job]; ok && p.Result == res {
+			if gap := a.At - p.At; !found || gap < shortest {
+				shortest, found = gap, true
+			}
+		}
+		last[a.Job] = a
+	}
+	return shortest, found
+}
+
+// liveLessons returns one sentence per live run, as drillLessons does.
+func liveLessons(results []sim.DrillResult) map[string]string {
+	out := map[string]string{}
+	if len(results) != 2 {
+		return out
+	}
+	given, noLimiter := &results[0], &results[1]
+	l := limiterLesson(given, noLimiter)
+	out[given.Name] = "For real, through retryhttp: " + strings.ToLower(l[:1]) + l[1:]
+	lead := "Without the limiter"
+	if 2*noLimiter.InOutage() > noLimiter.Summary.Attempts {
+		lead = "Without the limiter, the jobs spend their attempts in the outage"
+	}
+	out[noLimiter.Name] = fmt.Sprintf("%s: %s of %s meet it (%s of %s with the limiter), and %s dead-lettered (%s with the limiter).",
+		lead, count(noLimiter.InOutage()), plural(noLimiter.Summary.Attempts, "attempt"), count(given.InOutage()), count(given.Summary.Attempts),
+		isAre(noLimiter.Summary.DeadLettered, "job"), count(given.Summary.DeadLettered))
+	return out
+}
+
 // runLive serves the provider on 127.0.0.1, runs one goroutine per job
 // through a retryhttp client, and summarises what the server saw.
-func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) {
+func runLive(name string, p retry.Policy, jobs int, seed uint64) (sim.DrillResult, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return sim.DrillResult{}, err
@@ -113,8 +181,25 @@ func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) 
 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // loopback only
-	tr.MaxIdleConnsPerHost = liveJobs
+	tr.MaxIdleConnsPerHost = jobs
 	defer tr.CloseIdleConnections()
+	// Observe counts the waits the server's Retry-After set, and hands each
+	// job the reason its call stopped.
+	var serverWaits []time.Duration
+	var waitsMu sync.Mutex
+	p.Observe = func(ctx context.Context, e retry.Event) {
+		switch {
+		case e.Retry && e.WaitSetBy() == "server":
+			at := time.Since(prov.startTime())
+			waitsMu.Lock()
+			serverWaits = append(serverWaits, at)
+			waitsMu.Unlock()
+		case e.Done:
+			if end, ok := ctx.Value(jobEndKey{}).(*jobEnd); ok {
+				end.reason, end.attempts = e.Reason, e.Attempt
+			}
+		}
+	}
 	client := retryhttp.NewClient(&http.Client{Transport: tr}, p)
 	url := "http://" + ln.Addr().String() + "/notify"
 
@@ -129,12 +214,13 @@ func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) 
 	)
 	prov.begin()
 	start := prov.startTime()
-	for job := range liveJobs {
+	for job := range jobs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			key := "job-" + strconv.Itoa(job)
-			err := notify(ctx, client, url, key)
+			end := &jobEnd{}
+			err := notify(context.WithValue(ctx, jobEndKey{}, end), client, url, key)
 			at := time.Since(start)
 			mu.Lock()
 			defer mu.Unlock()
@@ -143,17 +229,35 @@ func runLive(name string, p retry.Policy, seed uint64) (sim.DrillResult, error) 
 				latencies = append(latencies, at)
 				return
 			}
-			d := sim.DeadLetter{Job: job, At: at, Reason: err}
+			d := sim.DeadLetter{Job: job, At: at, Reason: err, Last: err}
 			var re *retry.Error
-			if errors.As(err, &re) {
+			var resp *retry.ResponseError
+			switch {
+			case errors.As(err, &re):
 				d.Attempts, d.Reason, d.Last = re.Attempts, re.Reason, re.Last
+			case errors.As(err, &resp):
+				// retryhttp hands back the last response when retrying
+				// stops on one; Observe said why it stopped.
+				d.Attempts, d.Reason, d.Last = end.attempts, end.reason, resp
 			}
 			dead = append(dead, d)
 		}()
 	}
 	wg.Wait()
-	return prov.result(name, liveJobs, latencies, dead, finished), nil
+	r := prov.result(name, jobs, latencies, dead, finished)
+	slices.Sort(serverWaits)
+	r.ServerWaits = serverWaits
+	return r, nil
 }
+
+// jobEnd is how a live job's call ended, as Observe saw it.
+type jobEnd struct {
+	reason   error
+	attempts int
+}
+
+// jobEndKey is the context key of a live job's *jobEnd.
+type jobEndKey struct{}
 
 // notify sends one job through the retrying client: a POST carrying the
 // job's idempotency key, which retryhttp therefore retries. It returns nil
@@ -296,12 +400,12 @@ func (p *liveProvider) fate(at time.Duration, key string) sim.AttemptResult {
 func (p *liveProvider) result(name string, jobs int, latencies []time.Duration, dead []sim.DeadLetter, finished time.Duration) sim.DrillResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := sim.DrillResult{Name: name, Attempts: p.attempts, DeadLetters: dead, Sent: p.sent}
+	r := sim.DrillResult{Name: name, Attempts: p.attempts, DeadLetters: dead, Sent: p.sent, Outage: p.outage}
 	times := make([]time.Duration, len(p.attempts))
 	for i, a := range p.attempts {
 		times[i] = a.At
 	}
-	r.Summary = sim.Summarize(jobs, times, latencies, len(dead), finished)
+	r.Summary = sim.Summarize(jobs, p.outage, times, latencies, len(dead), finished)
 	r.Summary.Duplicates = r.Count(sim.Duplicate)
 	return r
 }

@@ -13,20 +13,25 @@
 //     persists each job's next attempt time from retry.Next instead of
 //     sleeping, paces attempts with a shared rate.Limiter, and dead-letters
 //     the jobs it gives up on. It compares the policy as given with the same
-//     policy without jitter, without the limiter, and with a retry budget.
+//     policy without jitter, without the limiter, without either, with a
+//     retry budget, and, without the limiter, against a provider that
+//     answers 503 with Retry-After while it is down; after its tables it says
+//     in one sentence per variant what that variant shows.
 //
-// With -live it also runs a short drill for real: goroutines calling through
-// retry.Do against a loopback HTTP server that first hangs, then throttles
-// with 429 and Retry-After.
+// With -live it runs a short drill for real instead (or as well, with
+// -study): goroutines sending through retryhttp to a loopback HTTP server
+// that first hangs, then throttles with 429 and Retry-After.
 //
 // Usage:
 //
 //	go run ./cmd/retrysim [-study all|contention|drill] [-quick] [-live]
-//	                      [-clients 10,20,...] [-episodes 100] [-seed 1] [-out dir]
+//	                      [-clients 10,20,...] [-episodes 100] [-jobs 10000]
+//	                      [-seed 1] [-workers N] [-out dir]
 //
 // Tables go to standard output, progress to standard error, and the charts to
 // the folder given by -out (a new temporary folder by default), whose name is
-// printed at the end.
+// printed at the end. -h prints the flags and exits with status 0; a bad flag
+// exits with status 2.
 package main
 
 import (
@@ -39,19 +44,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed93a044d1/retry/internal/sim"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "retrysim:", err)
-		}
-		os.Exit(2)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode returns the command's exit status for run's error, reporting the
+// error on stderr: 0 for none and for -h (the help asked for was printed),
+// 2 otherwise.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintln(stderr, "retrysim:", err)
+		return 2
 	}
 }
 
 // config is the command line.
 type config struct {
+	// study is all, contention, drill, or none: -live alone runs only the
+	// live drill.
 	study    string
 	clients  []int
 	episodes int
@@ -61,6 +78,7 @@ type config struct {
 	out      string
 	jobs     int
 	workers  int
+	liveJobs int // not a flag: the live drill's size, smaller in tests
 }
 
 // Defaults, and what -quick changes them to.
@@ -78,20 +96,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("retrysim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study and the outage drill in virtual time, prints the\ntables and writes SVG charts. Flags:\n\n")
+		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study and the outage drill in virtual time, prints the\ntables and what each drill variant shows, and writes SVG charts. Flags:\n\n")
 		fs.PrintDefaults()
 	}
-	c := config{}
+	c := config{liveJobs: defaultLiveJobs}
 	var clients string
-	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill or all")
+	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill or all (with -live alone: neither)")
 	fs.StringVar(&clients, "clients", joinInts(defaultClients), "contention: client counts, comma-separated")
 	fs.IntVar(&c.episodes, "episodes", defaultEpisodes, "contention: episodes averaged per point")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; the same seed gives the same numbers")
 	fs.BoolVar(&c.quick, "quick", false, fmt.Sprintf("a quicker contention sweep: clients %s only (unless -clients is given), the same points as the full sweep", joinInts(quickClients)))
-	fs.BoolVar(&c.live, "live", false, "also run a short drill for real against a loopback HTTP server (a few seconds)")
+	fs.BoolVar(&c.live, "live", false, "run a short drill for real against a loopback HTTP server (a few seconds): alone, only that; with -study, after the studies")
 	fs.StringVar(&c.out, "out", "", "folder for the SVG charts (default: a new temporary folder)")
-	fs.IntVar(&c.jobs, "jobs", 10_000, "drill: number of jobs")
-	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "goroutines for the contention sweep")
+	fs.IntVar(&c.jobs, "jobs", sim.DrillJobs, "drill: number of notification jobs")
+	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "contention: goroutines running the sweep")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -103,12 +121,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.quick && !set["clients"] {
 		clients = joinInts(quickClients)
 	}
+	if c.live && !set["study"] {
+		c.study = "none"
+	}
 	var err error
 	if c.clients, err = parseInts(clients); err != nil {
 		return c, fmt.Errorf("-clients: %w", err)
 	}
 	switch c.study {
 	case "all", "contention", "drill":
+	case "none":
+		if !c.live {
+			return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
+		}
 	default:
 		return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
 	}
@@ -155,6 +180,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return execute(c, stdout, stderr)
+}
+
+// execute runs what c asks for.
+func execute(c config, stdout, stderr io.Writer) error {
+	var err error
 	start := time.Now()
 	if c.out == "" {
 		if c.out, err = os.MkdirTemp("", "retrysim-"); err != nil {

@@ -48,18 +48,21 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 	for _, want := range []string{
 		"CONTENTION STUDY", "Write calls until every client has succeeded", "Time until the last client succeeds",
 		"Against the published figures", "exponential", "full jitter", "equal jitter", "decorrelated", "no backoff",
-		"OUTAGE DRILL: 2000 notification jobs", "as given", "no jitter", "no limiter", "10% budget",
-		"retries/delivered", "peak attempts/s", "p99 latency",
-		"Charts (7 SVG files) written to " + dir,
+		"OUTAGE DRILL: 2,000 notification jobs", "as given", "no jitter", "no limiter", "10% budget", "no limiter, 503 + Retry-After",
+		"What became of the jobs", "What the provider saw", "retries/delivery", "Retry-After waits",
+		"peak attempts/s", "peak once back", "p99 latency", "What each variant shows:",
+		"Charts (8 SVG files) written to " + dir,
 	} {
 		assert.Contains(t, out, want)
 	}
+	assert.NotContains(t, out, "LIVE DRILL")
 	assert.Contains(t, stderr.String(), "contention: 10/10")
 	assert.Contains(t, stderr.String(), "drill: no jitter, no limiter")
 
 	for _, name := range []string{
 		"contention-calls.svg", "contention-time.svg", "drill-as-given.svg", "drill-no-jitter.svg",
-		"drill-no-limiter.svg", "drill-10pct-budget.svg", "drill-no-jitter-no-limiter.svg",
+		"drill-no-limiter.svg", "drill-no-jitter-no-limiter.svg", "drill-10pct-budget.svg",
+		"drill-no-limiter-503-retry-after.svg",
 	} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -193,7 +196,9 @@ func TestLiveProvider(t *testing.T) {
 	assert.Equal(t, 2, r.Sent)
 	assert.Equal(t, 1, r.Summary.Duplicates)
 	assert.Equal(t, 5, r.Summary.Attempts)
-	assert.Equal(t, 4, r.Summary.PeakPerSecond)
+	assert.Equal(t, 3, r.Summary.PeakPerSecond, "three in the clock second [1s, 2s)")
+	assert.Equal(t, 3, r.Summary.PeakUp)
+	assert.Equal(t, 1, r.InOutage())
 	assert.Equal(t, 2, r.Attempts[4].N, "job-2's second attempt")
 	assert.Equal(t, 2, r.Attempts[4].Job)
 }
@@ -216,13 +221,19 @@ func TestLiveProviderHoldsLostReplies(t *testing.T) {
 	p.close() // twice is fine
 }
 
-func TestSummaryTableMarksNothingDelivered(t *testing.T) {
+func TestTablesMarkNothingDelivered(t *testing.T) {
 	t.Parallel()
+	results := []sim.DrillResult{{Name: "none", Summary: sim.Summary{Jobs: 3, DeadLettered: 3, Attempts: 15}}}
 	var out strings.Builder
-	writeSummaryTable(&out, []sim.DrillResult{{Name: "none", Summary: sim.Summary{Jobs: 3, DeadLettered: 3, Attempts: 15}}})
+	writeOutcomeTable(&out, results)
 	lines := strings.Split(out.String(), "\n")
-	require.GreaterOrEqual(t, len(lines), 2)
-	assert.Equal(t, []string{"none", "0", "3", "15", "-", "0", "0.0", "s", "-", "-", "0"}, strings.Fields(lines[1]))
+	require.GreaterOrEqual(t, len(lines), 4)
+	assert.Equal(t, []string{"none", "0", "3", "0.0", "s", "-", "-", "0"}, strings.Fields(lines[3]))
+	out.Reset()
+	writeLoadTable(&out, results)
+	lines = strings.Split(out.String(), "\n")
+	require.GreaterOrEqual(t, len(lines), 4)
+	assert.Equal(t, []string{"none", "15", "0", "0", "-", "0", "0", "0"}, strings.Fields(lines[3]))
 }
 
 // FuzzParseInts checks the -clients parser: it never panics, and what it

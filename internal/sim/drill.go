@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -30,7 +29,9 @@ import (
 //     requests and never replies, so an attempt ends at the policy's
 //     AttemptTimeout with context.DeadlineExceeded, an outcome the worker
 //     cannot tell from a lost reply. (With no AttemptTimeout it answers 503 at
-//     once instead.) Nothing is sent while it is down.
+//     once instead.) Nothing is sent while it is down. With DownRetryAfter it
+//     says so instead: 503 at once, with Retry-After set to the time until it
+//     is back, rounded up to whole seconds.
 //   - Once up, the provider serves at most Capacity requests in each
 //     one-second window of virtual time (windows start at whole seconds since
 //     time 0). Above that it answers 429 with Retry-After set to the time
@@ -53,6 +54,9 @@ import (
 //   - The budget is asked as Do asks it: a deposit when a job's first
 //     attempt is sent, a withdrawal after each failure that Next would retry;
 //     a refusal dead-letters the job at once.
+//   - A retry's wait was set by the server when Next's wait is longer than
+//     the policy's backoff alone, drawn with the same u: the Retry-After
+//     outlasted the backoff, and Next waited for it.
 //   - A job is delivered when the worker gets a 200 (a duplicate's
 //     included); its delivery latency runs from its queueing until then.
 
@@ -86,23 +90,51 @@ func DrillPolicy() retry.Policy {
 // each run.
 type DrillConfig struct {
 	Name string
-	Jobs int
+	// Change says, for a reader, what differs from the policy as given.
+	Change string
+	Jobs   int
 	// Arrival spreads the jobs' queueing evenly over [0, Arrival): job i is
 	// queued at i*Arrival/Jobs. 0 queues them all at time 0.
 	Arrival     time.Duration
 	Outage      time.Duration // the provider is down from time 0 until then
 	Capacity    int           // requests served per one-second window once up
 	LostReplies float64       // fraction of served requests whose reply is lost
+	// DownRetryAfter makes the provider answer while it is down: 503 at
+	// once, with Retry-After set to the time until it is back (rounded up to
+	// whole seconds), instead of never answering.
+	DownRetryAfter bool
 	// Policy decides each retry through retry.Next; its Limiter paces every
 	// attempt and its Budget, if any, must grant every retry.
 	Policy retry.Policy
 	Seed   uint64
 }
 
-// DrillVariants returns the drill's comparison, each with fresh state: the
-// policy as given; without jitter; without the limiter; with a 10% retry
-// budget (retry.NewBudget(0.1, 0): no floor, so the ratio alone decides);
-// and, to show the waves that jitter prevents, without jitter or limiter.
+// DrillNames are the names of the drill's variants, in the order
+// DrillVariants returns them.
+var DrillNames = struct {
+	AsGiven, NoJitter, NoLimiter, NoJitterNoLimiter, Budget10, ServerDelay string
+}{
+	AsGiven:           "as given",
+	NoJitter:          "no jitter",
+	NoLimiter:         "no limiter",
+	NoJitterNoLimiter: "no jitter, no limiter",
+	Budget10:          "10% budget",
+	ServerDelay:       "no limiter, 503 + Retry-After",
+}
+
+// DrillVariants returns the drill's comparison, each with fresh state, each
+// the policy as given with one or two things changed, so that each teaches
+// one thing (named as in DrillNames):
+//
+//   - AsGiven: the policy as given (jitter and the limiter);
+//   - NoJitter: the same without jitter (what jitter adds behind a limiter);
+//   - NoLimiter: without the limiter (what the limiter adds with jitter);
+//   - NoJitterNoLimiter: without either (what jitter adds with no limiter,
+//     and what the limiter adds without jitter);
+//   - Budget10: with a 10% retry budget (retry.NewBudget(0.1, 0): no floor,
+//     so the ratio alone decides);
+//   - ServerDelay: NoLimiter against a provider that, while down, answers
+//     503 with Retry-After instead of hanging (what a server's delay does).
 func DrillVariants(seed uint64) []DrillConfig {
 	base := func(name string) DrillConfig {
 		return DrillConfig{
@@ -115,17 +147,26 @@ func DrillVariants(seed uint64) []DrillConfig {
 		e.Jitter = retry.NoJitter
 		p.Backoff = e
 	}
-	given := base("as given")
-	nj := base("no jitter")
+	given := base(DrillNames.AsGiven)
+	given.Change = "nothing"
+	nj := base(DrillNames.NoJitter)
+	nj.Change = "Jitter: retry.NoJitter"
 	noJitter(&nj.Policy)
-	nl := base("no limiter")
+	nl := base(DrillNames.NoLimiter)
+	nl.Change = "no Limiter"
 	nl.Policy.Limiter = nil
-	budget := base("10% budget")
-	budget.Policy.Budget = retry.NewBudget(0.1, 0)
-	neither := base("no jitter, no limiter")
+	neither := base(DrillNames.NoJitterNoLimiter)
+	neither.Change = "Jitter: retry.NoJitter and no Limiter"
 	noJitter(&neither.Policy)
 	neither.Policy.Limiter = nil
-	return []DrillConfig{given, nj, nl, budget, neither}
+	budget := base(DrillNames.Budget10)
+	budget.Change = "Budget: retry.NewBudget(0.1, 0): retries up to 10% of first attempts, no per-second floor"
+	budget.Policy.Budget = retry.NewBudget(0.1, 0)
+	told := base(DrillNames.ServerDelay)
+	told.Change = "no Limiter, and the provider, while down, answers 503 at once with Retry-After: the seconds until it is back"
+	told.Policy.Limiter = nil
+	told.DownRetryAfter = true
+	return []DrillConfig{given, nj, nl, neither, budget, told}
 }
 
 // AttemptResult is what became of one attempt at the provider.
@@ -142,8 +183,12 @@ const (
 	LostReply
 	// Throttled: above capacity, answered 429 with Retry-After.
 	Throttled
-	// Down: the provider was down; the worker timed out (or got a 503).
+	// Down: the provider was down and silent; the worker timed out (or, with
+	// no AttemptTimeout, got a 503 at once).
 	Down
+	// Unavailable: the provider was down and said so (DownRetryAfter): 503
+	// with Retry-After until it is back.
+	Unavailable
 )
 
 // String returns the result's name.
@@ -159,6 +204,8 @@ func (r AttemptResult) String() string {
 		return "throttled"
 	case Down:
 		return "down"
+	case Unavailable:
+		return "unavailable"
 	}
 	return fmt.Sprintf("AttemptResult(%d)", uint8(r))
 }
@@ -189,6 +236,11 @@ type DrillResult struct {
 	// Sent is the number of notifications the provider sent; with the
 	// idempotency key it is at most one per job, whatever the retries.
 	Sent int
+	// ServerWaits holds, for each retry whose wait the server's Retry-After
+	// set (it was longer than the backoff), the virtual time it was decided.
+	ServerWaits []time.Duration
+	// Outage is when the provider came back.
+	Outage time.Duration
 }
 
 // Count returns the number of attempts with the given result.
@@ -203,7 +255,7 @@ func (r *DrillResult) Count(res AttemptResult) int {
 }
 
 // RetriedAfter returns the number of attempts with the given result that
-// the job retried: for Throttled, the 429s whose Retry-After was honoured.
+// the job retried.
 func (r *DrillResult) RetriedAfter(res AttemptResult) int {
 	last := map[int]AttemptResult{}
 	n := 0
@@ -216,12 +268,47 @@ func (r *DrillResult) RetriedAfter(res AttemptResult) int {
 	return n
 }
 
+// InOutage returns the number of attempts that met the provider down.
+func (r *DrillResult) InOutage() int {
+	n := 0
+	for _, a := range r.Attempts {
+		if a.At < r.Outage {
+			n++
+		}
+	}
+	return n
+}
+
+// Times returns the times of the attempts whose result is one of results,
+// or of every attempt if none is given.
+func (r *DrillResult) Times(results ...AttemptResult) []time.Duration {
+	var out []time.Duration
+	for _, a := range r.Attempts {
+		if len(results) == 0 || slices.Contains(results, a.Result) {
+			out = append(out, a.At)
+		}
+	}
+	return out
+}
+
+// DeadTimes returns the times the jobs were dead-lettered.
+func (r *DrillResult) DeadTimes() []time.Duration {
+	out := make([]time.Duration, len(r.DeadLetters))
+	for i, d := range r.DeadLetters {
+		out[i] = d.At
+	}
+	return out
+}
+
 // DeadByReason returns the dead letters counted by reason, in order of
-// first appearance.
+// first appearance. Reasons with the same text count as one: two errors
+// made alike are the same reason to a reader.
 func (r *DrillResult) DeadByReason() []ReasonCount {
 	var out []ReasonCount
 	for _, d := range r.DeadLetters {
-		i := slices.IndexFunc(out, func(rc ReasonCount) bool { return rc.Reason == d.Reason })
+		i := slices.IndexFunc(out, func(rc ReasonCount) bool {
+			return rc.Reason == d.Reason || rc.Reason != nil && d.Reason != nil && rc.Reason.Error() == d.Reason.Error()
+		})
 		if i < 0 {
 			out = append(out, ReasonCount{Reason: d.Reason})
 			i = len(out) - 1
@@ -263,7 +350,11 @@ type drillEvent struct {
 func RunDrill(c DrillConfig) DrillResult {
 	p := c.Policy
 	rng := rand.New(rand.NewPCG(c.Seed, 0x0dd1))
-	res := DrillResult{Name: c.Name, Attempts: make([]Attempt, 0, c.Jobs*5/4)}
+	res := DrillResult{Name: c.Name, Outage: c.Outage, Attempts: make([]Attempt, 0, c.Jobs*5/4)}
+	backoff := p.Backoff
+	if backoff == nil {
+		backoff = retry.Exponential{} // the policy's default
+	}
 	var (
 		q         Queue[drillEvent]
 		attempts  = make([]int, c.Jobs)
@@ -285,6 +376,9 @@ func RunDrill(c DrillConfig) DrillResult {
 	// provider decides the fate of an attempt that reaches it at now.
 	provider := func(now time.Duration, job int) (AttemptResult, error) {
 		if now < c.Outage {
+			if c.DownRetryAfter {
+				return Unavailable, &retry.ResponseError{StatusCode: 503, Status: "503 Service Unavailable", RetryAfter: wholeSeconds(c.Outage - now)}
+			}
 			if p.AttemptTimeout > 0 {
 				return Down, errNoAnswer
 			}
@@ -294,9 +388,7 @@ func RunDrill(c DrillConfig) DrillResult {
 			window, served = w, 0
 		}
 		if served >= c.Capacity {
-			reset := window + time.Second - now
-			after := (reset + time.Second - 1).Truncate(time.Second)
-			return Throttled, &retry.ResponseError{StatusCode: 429, Status: "429 Too Many Requests", RetryAfter: after}
+			return Throttled, &retry.ResponseError{StatusCode: 429, Status: "429 Too Many Requests", RetryAfter: wholeSeconds(window + time.Second - now)}
 		}
 		served++
 		r := Sent
@@ -358,7 +450,8 @@ func RunDrill(c DrillConfig) DrillResult {
 				finished = now
 				continue
 			}
-			wait, stop := retry.Next(p, attempts[job], prev[job], ev.err, t, time.Time{}, rng.Float64())
+			u := rng.Float64()
+			wait, stop := retry.Next(p, attempts[job], prev[job], ev.err, t, time.Time{}, u)
 			if stop != nil {
 				deadLetter(job, now, stop, ev.err)
 				continue
@@ -366,6 +459,9 @@ func RunDrill(c DrillConfig) DrillResult {
 			if p.Budget != nil && !p.Budget.Withdraw(t) {
 				deadLetter(job, now, retry.ErrBudgetExhausted, ev.err)
 				continue
+			}
+			if wait > backoff.Delay(attempts[job], prev[job], u) {
+				res.ServerWaits = append(res.ServerWaits, now)
 			}
 			prev[job] = wait
 			q.After(wait, drillEvent{kind: jobDue, job: ev.job})
@@ -375,93 +471,13 @@ func RunDrill(c DrillConfig) DrillResult {
 	for i, a := range res.Attempts {
 		times[i] = a.At
 	}
-	res.Summary = Summarize(c.Jobs, times, latencies, len(res.DeadLetters), finished)
+	res.Summary = Summarize(c.Jobs, c.Outage, times, latencies, len(res.DeadLetters), finished)
 	res.Summary.Duplicates = res.Count(Duplicate)
 	return res
 }
 
-// Summary is the drill's report, for the simulation and the live run alike.
-type Summary struct {
-	Jobs         int
-	Delivered    int
-	DeadLettered int
-	Attempts     int
-	// Duplicates is the number of attempts whose key had already been sent:
-	// notifications the idempotency key kept from going out twice.
-	Duplicates    int
-	PeakPerSecond int           // most attempts reaching the provider in any one-second window
-	Drain         time.Duration // until the last job was delivered or dead-lettered
-	P50, P99      time.Duration // delivery latency (from queueing) of the delivered jobs
-}
-
-// RetriesPerDelivered returns every retry made (those of dead-lettered jobs
-// included) divided by the jobs delivered: what each delivery cost in
-// retries. It is NaN when nothing was delivered.
-func (s Summary) RetriesPerDelivered() float64 {
-	if s.Delivered == 0 {
-		return math.NaN()
-	}
-	return float64(s.Attempts-s.Jobs) / float64(s.Delivered)
-}
-
-// Summarize builds a Summary from the attempt times (in any order), the
-// delivery latencies, the number of dead letters and the drain time.
-func Summarize(jobs int, attempts, latencies []time.Duration, deadLettered int, drain time.Duration) Summary {
-	s := Summary{
-		Jobs:          jobs,
-		Delivered:     len(latencies),
-		DeadLettered:  deadLettered,
-		Attempts:      len(attempts),
-		PeakPerSecond: PeakPerSecond(attempts),
-		Drain:         drain,
-	}
-	lat := slices.Clone(latencies)
-	slices.Sort(lat)
-	s.P50 = Percentile(lat, 0.50)
-	s.P99 = Percentile(lat, 0.99)
-	return s
-}
-
-// Percentile returns the nearest-rank percentile q (0 < q <= 1) of sorted
-// values: the smallest value with at least a fraction q of the values at or
-// below it. It is 0 for no values.
-func Percentile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-// PeakPerSecond returns the largest number of times (in any order) that fall
-// in any window [t, t+1s): the peak rate over a sliding one-second window.
-func PeakPerSecond(times []time.Duration) int {
-	ts := slices.Clone(times)
-	slices.Sort(ts)
-	peak, lo := 0, 0
-	for hi, t := range ts {
-		for ts[lo] <= t-time.Second {
-			lo++
-		}
-		peak = max(peak, hi-lo+1)
-	}
-	return peak
-}
-
-// PerSecond returns the attempts per second in consecutive bins of width bin
-// from time 0, covering every time given (in any order): for the charts.
-func PerSecond(times []time.Duration, bin time.Duration) []float64 {
-	if len(times) == 0 || bin <= 0 {
-		return nil
-	}
-	last := slices.Max(times)
-	out := make([]float64, int(last/bin)+1)
-	for _, t := range times {
-		out[int(max(t, 0)/bin)]++
-	}
-	scale := float64(time.Second) / float64(bin)
-	for i := range out {
-		out[i] *= scale
-	}
-	return out
+// wholeSeconds rounds d up to whole seconds, as a Retry-After header in
+// seconds carries it.
+func wholeSeconds(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
 }

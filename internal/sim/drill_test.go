@@ -3,6 +3,7 @@ package sim_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func drill(t *testing.T, name string) sim.DrillResult {
 	return r
 }
 
-var variantNames = []string{"as given", "no jitter", "no limiter", "10% budget", "no jitter, no limiter"}
+var variantNames = []string{"as given", "no jitter", "no limiter", "no jitter, no limiter", "10% budget", "no limiter, 503 + Retry-After"}
 
 func TestDrillVariants(t *testing.T) {
 	t.Parallel()
@@ -39,21 +40,30 @@ func TestDrillVariants(t *testing.T) {
 	require.Len(t, vs, len(variantNames))
 	for i, v := range vs {
 		assert.Equal(t, variantNames[i], v.Name)
+		assert.NotEmpty(t, v.Change)
 		assert.Equal(t, 10_000, v.Jobs)
 		assert.Equal(t, 10*time.Second, v.Outage)
 		assert.Equal(t, 300, v.Capacity)
 		assert.Equal(t, 5, v.Policy.MaxAttempts)
+		assert.Equal(t, v.Name == sim.DrillNames.ServerDelay, v.DownRetryAfter, "only one variant changes the provider")
 	}
 	given := vs[0].Policy
 	assert.Equal(t, retry.Exponential{Base: 500 * ms, Cap: 30 * time.Second}, given.Backoff)
 	require.NotNil(t, given.Limiter)
 	assert.Equal(t, 200.0, float64(given.Limiter.Limit()))
 	assert.Nil(t, given.Budget)
-	assert.Equal(t, retry.NoJitter, vs[1].Policy.Backoff.(retry.Exponential).Jitter)
+	jitter := func(p retry.Policy) retry.Jitter { return p.Backoff.(retry.Exponential).Jitter }
+	assert.Equal(t, retry.NoJitter, jitter(vs[1].Policy))
+	assert.NotNil(t, vs[1].Policy.Limiter)
+	assert.Equal(t, retry.FullJitter, jitter(vs[2].Policy))
 	assert.Nil(t, vs[2].Policy.Limiter)
-	assert.NotNil(t, vs[3].Policy.Budget)
-	assert.NotNil(t, vs[3].Policy.Limiter)
-	assert.Nil(t, vs[4].Policy.Limiter)
+	assert.Equal(t, retry.NoJitter, jitter(vs[3].Policy))
+	assert.Nil(t, vs[3].Policy.Limiter)
+	assert.NotNil(t, vs[4].Policy.Budget)
+	assert.NotNil(t, vs[4].Policy.Limiter)
+	assert.Equal(t, retry.FullJitter, jitter(vs[5].Policy))
+	assert.Nil(t, vs[5].Policy.Limiter)
+	assert.Nil(t, vs[5].Policy.Budget)
 	assert.NotSame(t, vs[0].Policy.Limiter, vs[1].Policy.Limiter, "each variant needs its own limiter")
 }
 
@@ -131,6 +141,7 @@ func TestDrillDeadLetterReasons(t *testing.T) {
 		{"no limiter", retry.ErrExhausted},
 		{"10% budget", retry.ErrBudgetExhausted},
 		{"no jitter, no limiter", retry.ErrExhausted},
+		{"no limiter, 503 + Retry-After", retry.ErrExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +160,8 @@ func TestDrillDeadLetterReasons(t *testing.T) {
 }
 
 // TestDrillProviderModel checks the provider's side: nothing served while
-// down, no more than the capacity served in any one-second window after.
+// down (silent, or 503 in the variant that says so), no more than the
+// capacity served in any one-second window after.
 func TestDrillProviderModel(t *testing.T) {
 	t.Parallel()
 	for _, name := range variantNames {
@@ -157,10 +169,14 @@ func TestDrillProviderModel(t *testing.T) {
 			r := drill(t, name)
 			served := map[time.Duration]int{}
 			for _, a := range r.Attempts {
-				if (a.Result == sim.Down) != (a.At < 10*time.Second) {
+				want := sim.Down
+				if name == sim.DrillNames.ServerDelay {
+					want = sim.Unavailable
+				}
+				if (a.Result == want) != (a.At < 10*time.Second) {
 					assert.Fail(t, "down is the outage", "%v at %v", a.Result, a.At)
 				}
-				if a.Result != sim.Down && a.Result != sim.Throttled {
+				if a.Result != want && a.Result != sim.Throttled {
 					served[a.At.Truncate(time.Second)]++
 				}
 			}
@@ -182,7 +198,8 @@ var spreadNoLimiter = sync.OnceValue(func() sim.DrillResult {
 
 // TestDrillHonoursWaits checks, for every job, the gap between an attempt and
 // the next: at least the 2 s attempt timeout after a timeout (outage or lost
-// reply), at least Retry-After (1 s) after a 429.
+// reply), at least Retry-After (1 s) after a 429, and after a 503 from the
+// provider down, no attempt before it is back.
 func TestDrillHonoursWaits(t *testing.T) {
 	t.Parallel()
 	for _, name := range append(variantNames, "spread, no limiter") {
@@ -208,6 +225,10 @@ func TestDrillHonoursWaits(t *testing.T) {
 						throttled++
 						if gap < time.Second {
 							assert.Fail(t, "retried before Retry-After", "job %d: %v after a 429", a.Job, gap)
+						}
+					case sim.Unavailable:
+						if a.At < 10*time.Second {
+							assert.Fail(t, "retried before Retry-After", "job %d: at %v after a 503 at %v", a.Job, a.At, p.At)
 						}
 					default:
 						assert.Fail(t, "an attempt after a success", "job %d", a.Job)
@@ -238,6 +259,8 @@ func TestDrillAsGivenByHand(t *testing.T) {
 	r := drill(t, "as given")
 	s := r.Summary
 	assert.Equal(t, 2019, r.Count(sim.Down))
+	assert.Equal(t, 2019, r.InOutage())
+	assert.LessOrEqual(t, s.PeakUp, 201, "200 a second once up, and at most one more in a clock second")
 	assert.Zero(t, r.Count(sim.Throttled))
 	assert.Equal(t, 10_000, s.Delivered)
 	assert.Equal(t, 219, s.PeakPerSecond, "burst 20 + 199 in the first second")
@@ -273,6 +296,55 @@ func TestDrillWithoutJitterOrLimiterMovesInWaves(t *testing.T) {
 	// With jitter the same policy spreads its attempts, and delivers more.
 	jittered := drill(t, "no limiter")
 	assert.Greater(t, jittered.Summary.Delivered, 3*r.Summary.Delivered)
+}
+
+// TestDrillServerDelaySetsWaits checks the variant where the provider says
+// when it will be back: every job's first attempt meets the outage and gets
+// a 503 with Retry-After (10 s at t = 0), longer than any first backoff
+// (0 to 500 ms), so the server sets that wait for every job, and the 429s
+// after the outage set more.
+func TestDrillServerDelaySetsWaits(t *testing.T) {
+	t.Parallel()
+	r := drill(t, sim.DrillNames.ServerDelay)
+	assert.Equal(t, 10_000, r.Count(sim.Unavailable), "no limiter: every first attempt at t = 0")
+	assert.Equal(t, 10_000, r.RetriedAfter(sim.Unavailable))
+	assert.Equal(t, 10_000, r.InOutage(), "one attempt per job in the outage, where silence costs four")
+	assert.Greater(t, len(r.ServerWaits), 10_000)
+	assert.LessOrEqual(t, len(r.ServerWaits), r.RetriedAfter(sim.Unavailable)+r.RetriedAfter(sim.Throttled))
+	waits := map[time.Duration]int{}
+	for _, at := range r.ServerWaits {
+		waits[at.Truncate(time.Second)]++
+	}
+	assert.Equal(t, 10_000, waits[0], "decided at t = 0, on the 503s")
+	// Told when to come back, the jobs spend fewer attempts in the outage
+	// and deliver more than when the provider hangs.
+	hangs := drill(t, sim.DrillNames.NoLimiter)
+	assert.Greater(t, hangs.InOutage(), 4*r.InOutage())
+	assert.Greater(t, r.Summary.Delivered, hangs.Summary.Delivered)
+	// Where no Retry-After outlasts a backoff, the server sets no wait.
+	for _, name := range []string{sim.DrillNames.AsGiven, sim.DrillNames.NoJitter, sim.DrillNames.NoLimiter, sim.DrillNames.NoJitterNoLimiter, sim.DrillNames.Budget10} {
+		assert.Empty(t, drill(t, name).ServerWaits, name)
+	}
+}
+
+// TestDrillServerWaitsAgainstTheBackoff pins the count on small runs where
+// it is known exactly: with no backoff, every retry after a 503 or a 429 has
+// its wait set by the server; with a backoff longer than any Retry-After,
+// none has.
+func TestDrillServerWaitsAgainstTheBackoff(t *testing.T) {
+	t.Parallel()
+	run := func(b retry.Backoff) sim.DrillResult {
+		c := sim.DrillVariants(1)[5]
+		c.Jobs = 1000
+		c.Policy.Backoff = b
+		return sim.RunDrill(c)
+	}
+	zero := run(retry.Constant(0))
+	require.Positive(t, zero.RetriedAfter(sim.Throttled))
+	assert.Len(t, zero.ServerWaits, zero.RetriedAfter(sim.Unavailable)+zero.RetriedAfter(sim.Throttled))
+	long := run(retry.Constant(20 * time.Second))
+	assert.Positive(t, long.RetriedAfter(sim.Unavailable))
+	assert.Empty(t, long.ServerWaits)
 }
 
 func TestDrillLimiterPacesEveryVariantThatHasOne(t *testing.T) {
@@ -326,10 +398,11 @@ func TestSummarize(t *testing.T) {
 	t.Parallel()
 	attempts := []time.Duration{3 * time.Second, 0, 500 * ms, 999 * ms, time.Second, 1500 * ms}
 	lat := []time.Duration{4 * time.Second, 1 * time.Second, 3 * time.Second, 2 * time.Second}
-	s := sim.Summarize(6, attempts, lat, 2, 5*time.Second)
+	s := sim.Summarize(6, time.Second, attempts, lat, 2, 5*time.Second)
 	assert.Equal(t, sim.Summary{
 		Jobs: 6, Delivered: 4, DeadLettered: 2, Attempts: 6,
-		PeakPerSecond: 3, // 500ms, 999ms, 1s (1.5s is out of [500ms, 1.5s))
+		PeakPerSecond: 3, // 0, 500ms, 999ms in second 0
+		PeakUp:        2, // 1s, 1.5s in second 1, the first after the outage
 		Drain:         5 * time.Second, P50: 2 * time.Second, P99: 4 * time.Second,
 	}, s)
 	assert.Equal(t, 0.0, s.RetriesPerDelivered())
@@ -373,8 +446,8 @@ func TestPeakPerSecond(t *testing.T) {
 	}{
 		{"none", nil, 0},
 		{"one", []time.Duration{5 * time.Second}, 1},
-		{"a window is half-open", []time.Duration{0, time.Second, 2 * time.Second}, 1},
-		{"sliding, not aligned", []time.Duration{900 * ms, 1100 * ms, 1800 * ms, 2500 * ms}, 3},
+		{"a second is half-open", []time.Duration{0, time.Second, 2 * time.Second}, 1},
+		{"clock seconds, not a sliding window", []time.Duration{900 * ms, 1100 * ms, 1800 * ms, 2500 * ms}, 2},
 		{"same instant", []time.Duration{ms, ms, ms}, 3},
 	}
 	for _, tt := range tests {
@@ -387,9 +460,48 @@ func TestPeakPerSecond(t *testing.T) {
 
 func TestPerSecond(t *testing.T) {
 	t.Parallel()
-	got := sim.PerSecond([]time.Duration{0, 50 * ms, 100 * ms, 350 * ms}, 100*ms)
-	assert.Equal(t, []float64{20, 10, 0, 10}, got)
-	assert.Nil(t, sim.PerSecond(nil, 100*ms))
+	times := []time.Duration{3500 * ms, 0, 999 * ms, time.Second, -ms}
+	assert.Equal(t, []int{3, 1, 0, 1}, sim.PerSecond(times, 0), "a negative time counts in second 0")
+	assert.Nil(t, sim.PerSecond(nil, 0))
+	assert.Equal(t, []int{3, 1, 0, 1, 0, 0}, sim.PerSecond(times, 5500*ms), "padded to cover [0, 5.5s)")
+	assert.Equal(t, []int{3, 1, 0, 1}, sim.PerSecond(times, 2*time.Second), "never cut short")
+	assert.Equal(t, []int{0, 0}, sim.PerSecond(nil, 2*time.Second))
+	assert.Equal(t, time.Second, sim.RateBin)
+}
+
+func TestSummarizePeakOnceBack(t *testing.T) {
+	t.Parallel()
+	times := []time.Duration{0, 0, 0, 1500 * ms, 2 * time.Second, 2100 * ms}
+	tests := []struct {
+		outage time.Duration
+		want   int
+	}{
+		{0, 3},
+		{time.Second, 2},
+		{1500 * ms, 2}, // from second 2, the first that starts at or after 1.5s
+		{3 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		got := sim.Summarize(6, tt.outage, times, nil, 0, 0).PeakUp
+		assert.Equal(t, tt.want, got, "outage until %v: PeakUp = %d, want %d", tt.outage, got, tt.want)
+	}
+}
+
+// TestPeakIsTheLargestPerSecondCount pins the one definition the table and
+// the charts share: the peak of every drill variant is the largest count
+// PerSecond gives, and PerSecond's counts add up to the attempts.
+func TestPeakIsTheLargestPerSecondCount(t *testing.T) {
+	t.Parallel()
+	for _, name := range variantNames {
+		r := drill(t, name)
+		counts := sim.PerSecond(r.Times(), 0)
+		assert.Equal(t, slices.Max(counts), r.Summary.PeakPerSecond, name)
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		assert.Equal(t, r.Summary.Attempts, total, name)
+	}
 }
 
 func BenchmarkDrill(b *testing.B) {

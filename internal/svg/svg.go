@@ -1,6 +1,7 @@
 // Package svg draws simple line charts as SVG with the standard library only:
-// axes with ticks, grid lines, a legend, and optional shaded bands and
-// horizontal reference lines. It is what cmd/retrysim draws its charts with.
+// axes with ticks, grid lines, a legend, a subtitle, and optional shaded
+// bands and horizontal reference lines. It is what cmd/retrysim draws its
+// charts with.
 package svg
 
 import (
@@ -14,9 +15,11 @@ import (
 	"strings"
 )
 
-// Series is one line of a chart. X and Y must have the same length; points
-// whose X or Y is NaN or infinite are skipped, and on a log axis a Y at or
-// below 0 is drawn at the bottom of the axis.
+// Series is one line of a chart. X and Y must have the same length. A point
+// whose X or Y is NaN or infinite, or whose Y is at or below 0 on a log axis
+// (where it has no place), is not drawn, and the line breaks there rather
+// than join its neighbours across the gap: an empty value is never drawn as
+// a made-up one.
 type Series struct {
 	Name string
 	X, Y []float64
@@ -38,11 +41,20 @@ type Band struct {
 }
 
 // Rule is a dashed horizontal line at Y, such as a capacity, with a label
-// at its right end, above the line or, with LabelBelow, below it.
+// at its right end, above the line or, with LabelBelow, below it. Color is
+// an SVG colour; empty means dark red.
 type Rule struct {
 	Y          float64
 	Label      string
 	LabelBelow bool
+	Color      string
+}
+
+func (r Rule) color() string {
+	if r.Color == "" {
+		return "#B00000"
+	}
+	return r.Color
 }
 
 // Chart is a line chart. The zero value of each field is a sensible default:
@@ -50,16 +62,23 @@ type Rule struct {
 // at 0 when no value is negative and ending on a round tick.
 type Chart struct {
 	Title, XLabel, YLabel string
-	Width, Height         int // in pixels; 0 means 800 and 450
-	Series                []Series
-	Bands                 []Band
-	Rules                 []Rule
+	// Subtitle is drawn under the title, wrapped to the chart's width: the
+	// chart's point in words.
+	Subtitle      string
+	Width, Height int // in pixels; 0 means 800 and 450
+	Series        []Series
+	Bands         []Band
+	Rules         []Rule
 	// LogY draws Y on a log10 axis from YMin (0 means the smallest positive
 	// value, rounded down to a power of 10).
 	LogY bool
 	// YMin and YMax fix the Y range when YMax > YMin; XMin and XMax fix the
 	// X range likewise. Otherwise the range fits the data, bands and rules.
 	XMin, XMax, YMin, YMax float64
+	// Headroom widens a fitted linear Y range above the largest value by
+	// that fraction of it (0.1 is 10%), so that labels at the top of the
+	// plot do not sit on the data.
+	Headroom float64
 }
 
 // palette is Okabe and Ito's colour-blind-safe palette, black last.
@@ -67,10 +86,11 @@ var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#
 
 // Layout, in pixels.
 const (
-	marginLeft   = 78
-	marginTop    = 46
-	marginBottom = 58
-	charWidth    = 7.5 // a generous average width of a character at 13px
+	marginLeft     = 78
+	marginTop      = 46
+	marginBottom   = 58
+	subtitleHeight = 17  // per line of the subtitle
+	charWidth      = 7.5 // a generous average width of a character at 13px
 )
 
 // WriteFile writes the chart to the named file.
@@ -101,8 +121,9 @@ func (c Chart) Write(w io.Writer) error {
 	if height <= 0 {
 		height = 450
 	}
+	subtitle := wrap(c.Subtitle, int((float64(width)-marginLeft-12)/charWidth))
 	p := plot{
-		left: marginLeft, top: marginTop,
+		left: marginLeft, top: marginTop + float64(subtitleHeight*len(subtitle)),
 		right:  float64(width) - c.legendWidth(),
 		bottom: float64(height - marginBottom),
 	}
@@ -114,13 +135,18 @@ func (c Chart) Write(w io.Writer) error {
 	b.printf("<title>%s</title>\n", esc(c.Title))
 	b.printf(`<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	b.printf(`<text class="title" x="%d" y="26" font-size="17" font-weight="bold">%s</text>`+"\n", marginLeft, esc(c.Title))
+	for i, line := range subtitle {
+		b.printf(`<text class="subtitle" x="%d" y="%d" fill="#333333">%s</text>`+"\n", marginLeft, 46+subtitleHeight*i, esc(line))
+	}
 	b.printf(`<defs><clipPath id="plot"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath></defs>`+"\n",
 		num(p.left), num(p.top-4), num(p.right-p.left), num(p.bottom-p.top+8))
 
+	// Lines under the data, labels over it, each label on a white halo.
 	c.writeBands(b, &p)
 	c.writeGridAndAxes(b, &p)
-	c.writeSeries(b, &p)
 	c.writeRules(b, &p)
+	c.writeSeries(b, &p)
+	c.writeLabels(b, &p)
 	c.writeLegend(b, &p)
 	b.printf("</svg>\n")
 	if b.err != nil {
@@ -156,9 +182,15 @@ func (p *plot) px(v float64) float64 { return p.left + p.x.frac(v)*(p.right-p.le
 func (p *plot) py(v float64) float64 {
 	f := p.y.frac(v)
 	if p.y.log {
-		f = max(f, 0) // non-positive values sit on the bottom of a log axis
+		f = max(f, 0) // a rule at or below 0 sits on the bottom of a log axis
 	}
 	return p.bottom - f*(p.bottom-p.top)
+}
+
+// drawable reports whether a point has a place on the plot: finite, and
+// positive on a log axis.
+func (p *plot) drawable(x, y float64) bool {
+	return finite(x) && finite(y) && (!p.y.log || y > 0)
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -220,6 +252,9 @@ func (c Chart) yAxis() axis {
 	}
 	if lo > hi {
 		lo, hi = 0, 1
+	}
+	if c.Headroom > 0 && finite(c.Headroom) {
+		hi += (hi - min(lo, 0)) * c.Headroom
 	}
 	return linearAxis(lo, hi, true)
 }
@@ -292,15 +327,30 @@ func roundTo(v, step float64) float64 {
 }
 
 // label formats a tick value: whole millions as "2M", whole thousands from
-// 10,000 as "10k", others as short as they can be.
-func label(v float64) string {
+// 10,000 as "10k", others as short as they can be. With thousands, every
+// whole thousand (but 0) is written in k, so that one axis reads "2k, 4k,
+// ..., 12k" rather than "2000, 4000, ..., 12k".
+func label(v float64, thousands bool) string {
 	switch a := math.Abs(v); {
 	case a >= 1e6 && math.Mod(v, 1e6) == 0:
 		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case a >= 1e4 && math.Mod(v, 1e3) == 0:
+	case a >= 1e3 && math.Mod(v, 1e3) == 0 && (thousands || a >= 1e4):
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// inThousands reports whether an axis' labels are better in thousands: its
+// largest tick is 10,000 or more and every tick a whole thousand.
+func inThousands(ticks []float64) bool {
+	top := 0.0
+	for _, t := range ticks {
+		if math.Mod(t, 1e3) != 0 {
+			return false
+		}
+		top = max(top, math.Abs(t))
+	}
+	return top >= 1e4
 }
 
 // legendWidth is the room kept right of the plot for the legend: enough for
@@ -328,11 +378,37 @@ func (c Chart) writeBands(b *builder, p *plot) {
 		}
 		b.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="#999999" fill-opacity="0.18"/>`+"\n",
 			num(x0), num(p.top), num(x1-x0), num(p.bottom-p.top))
-		if band.Label != "" {
-			b.printf(`<text x="%s" y="%s" fill="#444444">%s</text>`+"\n", num(x0+5), num(p.top+16), esc(band.Label))
-		}
 	}
 	b.printf("</g>\n")
+}
+
+// writeLabels writes the labels of the bands and rules, over the data.
+func (c Chart) writeLabels(b *builder, p *plot) {
+	const halo = `stroke="white" stroke-width="4" stroke-linejoin="round" paint-order="stroke"`
+	if len(c.Bands) > 0 {
+		b.printf(`<g class="band-labels">` + "\n")
+		for _, band := range c.Bands {
+			x0, x1 := p.px(max(min(band.X0, band.X1), p.x.lo)), p.px(min(max(band.X0, band.X1), p.x.hi))
+			if x1 > x0 && band.Label != "" {
+				b.printf(`<text x="%s" y="%s" fill="#444444" %s>%s</text>`+"\n", num(x0+5), num(p.top+16), halo, esc(band.Label))
+			}
+		}
+		b.printf("</g>\n")
+	}
+	if len(c.Rules) > 0 {
+		b.printf(`<g class="rule-labels">` + "\n")
+		for _, r := range c.Rules {
+			if r.Label == "" {
+				continue
+			}
+			ly := p.py(r.Y) - 5
+			if r.LabelBelow {
+				ly = p.py(r.Y) + 15
+			}
+			b.printf(`<text x="%s" y="%s" text-anchor="end" fill="%s" %s>%s</text>`+"\n", num(p.right-4), num(ly), r.color(), halo, esc(r.Label))
+		}
+		b.printf("</g>\n")
+	}
 }
 
 func (c Chart) writeGridAndAxes(b *builder, p *plot) {
@@ -361,11 +437,12 @@ func (c Chart) writeGridAndAxes(b *builder, p *plot) {
 	b.printf("</g>\n")
 
 	b.printf(`<g class="tick-labels" fill="#333333">` + "\n")
+	xk, yk := inThousands(p.x.ticks), inThousands(p.y.ticks)
 	for _, t := range p.x.ticks {
-		b.printf(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(p.px(t)), num(p.bottom+20), esc(label(t)))
+		b.printf(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(p.px(t)), num(p.bottom+20), esc(label(t, xk)))
 	}
 	for _, t := range p.y.ticks {
-		b.printf(`<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(p.left-8), num(p.py(t)+4), esc(label(t)))
+		b.printf(`<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(p.left-8), num(p.py(t)+4), esc(label(t, yk)))
 	}
 	b.printf("</g>\n")
 	b.printf(`<text class="x-label" x="%s" y="%s" text-anchor="middle">%s</text>`+"\n",
@@ -391,19 +468,29 @@ func (c Chart) writeSeries(b *builder, p *plot) {
 	for i, s := range c.Series {
 		color := c.color(i)
 		b.printf(`<g class="series" data-name="%s" clip-path="url(#plot)">`+"\n", esc(s.Name))
-		var pts strings.Builder
-		for j, x := range s.X {
-			y := s.Y[j]
-			if !finite(x) || !finite(y) {
-				continue
+		if !s.NoLine {
+			// One polyline per run of drawable points: a gap breaks the line.
+			var pts strings.Builder
+			n := 0
+			flush := func() {
+				if n > 1 {
+					b.printf(`<polyline fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s points="%s"/>`+"\n", color, dash(s), pts.String())
+				}
+				pts.Reset()
+				n = 0
 			}
-			if pts.Len() > 0 {
-				pts.WriteByte(' ')
+			for j, x := range s.X {
+				if !p.drawable(x, s.Y[j]) {
+					flush()
+					continue
+				}
+				if n > 0 {
+					pts.WriteByte(' ')
+				}
+				pts.WriteString(num(p.px(x)) + "," + num(p.py(s.Y[j])))
+				n++
 			}
-			pts.WriteString(num(p.px(x)) + "," + num(p.py(y)))
-		}
-		if !s.NoLine && pts.Len() > 0 {
-			b.printf(`<polyline fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s points="%s"/>`+"\n", color, dash(s), pts.String())
+			flush()
 		}
 		if s.Markers || s.NoLine {
 			fill := color
@@ -412,7 +499,7 @@ func (c Chart) writeSeries(b *builder, p *plot) {
 			}
 			for j, x := range s.X {
 				y := s.Y[j]
-				if finite(x) && finite(y) {
+				if p.drawable(x, y) {
 					b.printf(`<circle cx="%s" cy="%s" r="4" fill="%s" stroke="%s" stroke-width="1.5"/>`+"\n", num(p.px(x)), num(p.py(y)), fill, color)
 				}
 			}
@@ -428,15 +515,8 @@ func (c Chart) writeRules(b *builder, p *plot) {
 	b.printf(`<g class="rules">` + "\n")
 	for _, r := range c.Rules {
 		y := p.py(r.Y)
-		b.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#B00000" stroke-width="1.5" stroke-dasharray="6 4"/>`+"\n",
-			num(p.left), num(y), num(p.right), num(y))
-		if r.Label != "" {
-			ly := y - 5
-			if r.LabelBelow {
-				ly = y + 15
-			}
-			b.printf(`<text x="%s" y="%s" text-anchor="end" fill="#B00000">%s</text>`+"\n", num(p.right-4), num(ly), esc(r.Label))
-		}
+		b.printf(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4"/>`+"\n",
+			num(p.left), num(y), num(p.right), num(y), r.color())
 	}
 	b.printf("</g>\n")
 }
@@ -491,4 +571,25 @@ func esc(s string) string {
 		return "" // strings.Builder never fails
 	}
 	return sb.String()
+}
+
+// wrap splits text into lines of at most width characters, breaking at
+// spaces (a word longer than width gets a line of its own).
+func wrap(text string, width int) []string {
+	var lines []string
+	var line strings.Builder
+	for _, w := range strings.Fields(text) {
+		if line.Len() > 0 && len([]rune(line.String()))+1+len([]rune(w)) > width {
+			lines = append(lines, line.String())
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(w)
+	}
+	if line.Len() > 0 {
+		lines = append(lines, line.String())
+	}
+	return lines
 }

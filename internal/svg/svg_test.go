@@ -151,8 +151,16 @@ func TestWriteIsWellFormedWithEverySeries(t *testing.T) {
 	require.Len(t, legend, 1)
 	assert.Equal(t, []string{"exponential", "full jitter", "published"}, texts(legend))
 
-	assert.Equal(t, []string{"down"}, texts(root.find(withClass("bands"))))
-	assert.Equal(t, []string{"capacity 200/s"}, texts(root.find(withClass("rules"))))
+	assert.Equal(t, []string{"down"}, texts(root.find(withClass("band-labels"))))
+	assert.Equal(t, []string{"capacity 200/s"}, texts(root.find(withClass("rule-labels"))))
+	// Bands and rules are drawn under the data, their labels over it.
+	var order []string
+	for _, e := range root.children {
+		if c := e.attrs["class"]; c != "" {
+			order = append(order, c)
+		}
+	}
+	assert.Equal(t, []string{"title", "bands", "grid", "axes", "tick-labels", "x-label", "y-label", "rules", "series", "series", "series", "band-labels", "rule-labels", "legend"}, order)
 	assert.Equal(t, "clients", root.find(withClass("x-label"))[0].text)
 	assert.Equal(t, "write calls", root.find(withClass("y-label"))[0].text)
 }
@@ -172,25 +180,43 @@ func TestWriteLogAxis(t *testing.T) {
 	t.Parallel()
 	c := svg.Chart{
 		Title: "log", LogY: true, YMin: 1, YMax: 1e6,
-		Series: []svg.Series{{Name: "rate", X: []float64{0, 1, 2}, Y: []float64{0, 200, 20000}}},
+		Series: []svg.Series{{Name: "rate", X: []float64{0, 1, 2, 3, 4}, Y: []float64{0, 200, 20000, 0, 5}}},
 	}
 	root := decode(t, write(t, c))
 	labels := texts(root.find(withClass("tick-labels")))
 	assert.Subset(t, labels, []string{"1", "10", "100", "1000", "10k", "100k", "1M"})
-	// A zero sits on the bottom of a log axis instead of vanishing.
-	pts := points(t, root.find(withClass("series"))[0])
-	require.Len(t, pts, 3)
-	assert.Greater(t, pts[0][1], pts[1][1], "0 is drawn below 200")
-	assert.Greater(t, pts[1][1], pts[2][1], "200 is drawn below 20000")
+	// A zero has no place on a log axis: it is not drawn, not made up as
+	// the axis' bottom value, and the line breaks there. The lone 5 after
+	// the second zero makes no line.
+	lines := segments(t, root.find(withClass("series"))[0])
+	require.Len(t, lines, 1)
+	pts := lines[0]
+	require.Len(t, pts, 2)
+	assert.Greater(t, pts[0][1], pts[1][1], "200 is drawn below 20000")
 }
 
-// points returns the polyline's points of a series.
+// segments returns the points of each polyline of a series.
+func segments(t *testing.T, series *element) [][][2]float64 {
+	t.Helper()
+	var out [][][2]float64
+	for _, line := range series.find(named("polyline")) {
+		out = append(out, parsePoints(t, line.attrs["points"]))
+	}
+	return out
+}
+
+// points returns the points of a series drawn as one polyline.
 func points(t *testing.T, series *element) [][2]float64 {
 	t.Helper()
-	lines := series.find(named("polyline"))
+	lines := segments(t, series)
 	require.Len(t, lines, 1)
+	return lines[0]
+}
+
+func parsePoints(t *testing.T, attr string) [][2]float64 {
+	t.Helper()
 	var out [][2]float64
-	for _, p := range strings.Fields(lines[0].attrs["points"]) {
+	for _, p := range strings.Fields(attr) {
 		x, y, ok := strings.Cut(p, ",")
 		require.True(t, ok, "point %q", p)
 		fx, err := strconv.ParseFloat(x, 64)
@@ -220,11 +246,69 @@ func TestWritePointsStayInThePlot(t *testing.T) {
 	}
 }
 
-func TestWriteSkipsNonFiniteValues(t *testing.T) {
+func TestWriteBreaksTheLineAtNonFiniteValues(t *testing.T) {
 	t.Parallel()
-	c := svg.Chart{Series: []svg.Series{{Name: "s", X: []float64{1, 2, 3, 4}, Y: []float64{1, math.NaN(), math.Inf(1), 2}}}}
+	c := svg.Chart{Series: []svg.Series{{Name: "s", X: []float64{1, 2, 3, 4, 5, 6}, Y: []float64{1, 2, math.NaN(), math.Inf(1), 2, 3}}}}
 	root := decode(t, write(t, c))
-	assert.Len(t, points(t, root.find(withClass("series"))[0]), 2)
+	lines := segments(t, root.find(withClass("series"))[0])
+	require.Len(t, lines, 2, "one line each side of the gap, none across it")
+	assert.Len(t, lines[0], 2)
+	assert.Len(t, lines[1], 2)
+	assert.Less(t, lines[0][1][0], lines[1][0][0])
+}
+
+func TestWriteSubtitleWrapsAndMovesThePlotDown(t *testing.T) {
+	t.Parallel()
+	plain := sample()
+	c := sample()
+	c.Subtitle = strings.Repeat("jitter spreads the retries ", 10) // 270 characters
+	root := decode(t, write(t, c))
+	lines := root.find(withClass("subtitle"))
+	require.Len(t, lines, 3, "270 characters at about 96 a line")
+	var words []string
+	for _, l := range lines {
+		assert.LessOrEqual(t, len(l.text), 96)
+		words = append(words, strings.Fields(l.text)...)
+	}
+	assert.Equal(t, strings.Fields(c.Subtitle), words, "every word, in order")
+	// The plot starts below the subtitle: the top of the highest point moves down.
+	top := func(c svg.Chart) float64 {
+		return points(t, decode(t, write(t, c)).find(withClass("series"))[0])[2][1]
+	}
+	assert.Greater(t, top(c), top(plain))
+	assert.Empty(t, decode(t, write(t, plain)).find(withClass("subtitle")))
+}
+
+func TestWriteHeadroom(t *testing.T) {
+	t.Parallel()
+	c := sample() // y data and rules up to 300
+	c.Headroom = 0.1
+	labels := texts(decode(t, write(t, c)).find(withClass("tick-labels")))
+	assert.Equal(t, "400", labels[len(labels)-1], "300 + 10% is 330, rounded up to a tick of 100")
+	c.Headroom = 0
+	labels = texts(decode(t, write(t, c)).find(withClass("tick-labels")))
+	assert.Equal(t, "300", labels[len(labels)-1])
+}
+
+func TestWriteThousandsOnOneAxisReadAlike(t *testing.T) {
+	t.Parallel()
+	c := svg.Chart{Series: []svg.Series{{Name: "s", X: []float64{0, 1}, Y: []float64{0, 11000}}}}
+	labels := texts(decode(t, write(t, c)).find(withClass("tick-labels")))
+	assert.Equal(t, []string{"0", "2k", "4k", "6k", "8k", "10k", "12k"}, labels[len(labels)-7:])
+	c.Series[0].Y[1] = 8000 // below 10,000: plain numbers
+	labels = texts(decode(t, write(t, c)).find(withClass("tick-labels")))
+	assert.Equal(t, []string{"0", "2000", "4000", "6000", "8000"}, labels[len(labels)-5:])
+}
+
+func TestWriteRuleColor(t *testing.T) {
+	t.Parallel()
+	c := sample()
+	c.Rules = append(c.Rules, svg.Rule{Y: 100, Label: "limiter", Color: "#0000FF"})
+	rules := decode(t, write(t, c)).find(withClass("rules"))[0]
+	lines := rules.find(named("line"))
+	require.Len(t, lines, 2)
+	assert.Equal(t, "#B00000", lines[0].attrs["stroke"], "the default")
+	assert.Equal(t, "#0000FF", lines[1].attrs["stroke"])
 }
 
 func TestWriteEmptyChart(t *testing.T) {

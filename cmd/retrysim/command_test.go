@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets a test run the real command, exit status included: with
+// RETRYSIM_AS_COMMAND=1 the test binary is retrysim itself.
+func TestMain(m *testing.M) {
+	if os.Getenv("RETRYSIM_AS_COMMAND") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// command runs the test binary as retrysim with args and returns its exit
+// status and standard error.
+func command(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "RETRYSIM_AS_COMMAND=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), stderr.String()
+	}
+	require.NoError(t, err)
+	return 0, stderr.String()
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		code, stderr := command(t, arg)
+		assert.Equal(t, 0, code, "%s exits with status %d, want 0", arg, code)
+		assert.Contains(t, stderr, "Usage: retrysim [flags]")
+		for _, f := range []string{"-study", "-quick", "-live", "-clients", "-episodes", "-jobs", "-seed", "-workers", "-out"} {
+			assert.Regexp(t, `(?m)^  `+f+`( |$)`, stderr, "-h lists %s", f)
+		}
+		assert.NotContains(t, stderr, "retrysim: flag: help requested")
+	}
+}
+
+func TestBadFlagExitsTwo(t *testing.T) {
+	t.Parallel()
+	code, stderr := command(t, "-nope")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "flag provided but not defined: -nope")
+	code, stderr = command(t, "-study", "both")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `retrysim: -study: "both" is not contention, drill or all`)
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	assert.Equal(t, 0, exitCode(nil, &stderr))
+	assert.Equal(t, 0, exitCode(flag.ErrHelp, &stderr))
+	assert.Empty(t, stderr.String(), "-h has printed the usage already")
+	assert.Equal(t, 2, exitCode(errors.New("disk full"), &stderr))
+	assert.Equal(t, "retrysim: disk full\n", stderr.String())
+}
+
+// TestLiveAlone checks that -live on its own runs the live drill and
+// nothing else. It sends real requests to a loopback server (a smaller run
+// than the command's, a few seconds), so it makes no claim on timings.
+func TestLiveAlone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c, err := parseFlags([]string{"-live", "-out", dir}, &strings.Builder{})
+	require.NoError(t, err)
+	assert.Equal(t, "none", c.study)
+	assert.Equal(t, defaultLiveJobs, c.liveJobs)
+	c.liveJobs = 40
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, execute(c, &stdout, &stderr), stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "LIVE DRILL: 40 jobs")
+	assert.NotContains(t, out, "CONTENTION STUDY")
+	assert.NotContains(t, out, "OUTAGE DRILL")
+	assert.Contains(t, out, "What each run shows:")
+	assert.Contains(t, out, "Charts (2 SVG files) written to "+dir)
+	for _, name := range []string{"drill-live-as-given.svg", "drill-live-no-limiter.svg"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.NoError(t, wellFormed(data), name)
+	}
+	assert.NotContains(t, stderr.String(), "contention:")
+	assert.NotContains(t, stderr.String(), "drill: as given")
+}
+
+// TestLiveWithStudy checks that -live with -study runs the study as well.
+func TestLiveWithStudy(t *testing.T) {
+	t.Parallel()
+	c, err := parseFlags([]string{"-live", "-study", "drill"}, &strings.Builder{})
+	require.NoError(t, err)
+	assert.Equal(t, "drill", c.study)
+	assert.True(t, c.live)
+	_, err = parseFlags([]string{"-study", "none"}, &strings.Builder{})
+	assert.Error(t, err, "none is only what -live alone means")
+}

@@ -1,0 +1,122 @@
+package retry
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Event is what [Policy].Observe sees of a call: the end of each attempt,
+// once Do has decided what follows it, and then the end of the call, with
+// Done set. A call that succeeds at once sends two events; one that fails
+// twice and then succeeds sends four:
+//
+//	{Attempt: 1, Err: err1, Retry: true, Wait: ...}
+//	{Attempt: 2, Err: err2, Retry: true, Wait: ...}
+//	{Attempt: 3}
+//	{Attempt: 3, Done: true}
+//
+// A call that ends without an attempt ending (its context done before the
+// first attempt, or during a wait) sends only the Done event for it. Events
+// are plain values: fields may be added, so build them with field names.
+type Event struct {
+	// Attempt is the 1-based number of the attempt that ended; when Done,
+	// the number of attempts made (0 if none was).
+	Attempt int
+
+	// Done reports that the call has ended: this is its last event, sent as
+	// Do returns. Err is then what Do returns: nil on success, else the
+	// *Error, whose Reason is also in Reason.
+	Done bool
+
+	// Err is the attempt's error, without any Permanent or Transient
+	// marker; nil if it succeeded. When Done, the call's error.
+	Err error
+
+	// Duration is how long the attempt took; 0 when Done.
+	Duration time.Duration
+
+	// Elapsed is the time from the start of the call until this event.
+	Elapsed time.Duration
+
+	// Retry reports that another attempt follows after Wait: every check has
+	// passed, the budget's included. It is false after the last attempt, and
+	// when Done.
+	Retry bool
+
+	// Wait is the time until the next attempt starts, when Retry: the
+	// longest of Backoff, ServerDelay and the limiter's delay.
+	Wait time.Duration
+
+	// Backoff is the policy's backoff for this retry, jitter included; 0
+	// when no retry was decided.
+	Backoff time.Duration
+
+	// ServerDelay is the delay the attempt's error asked for (Retry-After);
+	// 0 if none. It is set even when the call stops because of it.
+	ServerDelay time.Duration
+
+	// Reason, when Done, says why the call stopped, as [Error].Reason does;
+	// nil on success.
+	Reason error
+
+	// OutcomeUnknown reports that the attempt may have taken effect though it
+	// failed (see the function [OutcomeUnknown]); when Done, that some
+	// attempt may have, as [Error].OutcomeUnknown says.
+	OutcomeUnknown bool
+}
+
+// WaitSetBy says what set Wait: "server" when the server's requested delay
+// (Retry-After) was the longest part, "limiter" when the limiter made the
+// attempt wait longer than both, "backoff" otherwise; "" when no retry
+// follows.
+func (e Event) WaitSetBy() string {
+	switch {
+	case !e.Retry:
+		return ""
+	case e.Wait > max(e.Backoff, e.ServerDelay):
+		return "limiter"
+	case e.ServerDelay > e.Backoff:
+		return "server"
+	}
+	return "backoff"
+}
+
+// AttemptFrom returns the 1-based number of the attempt whose fn received
+// ctx, or a context made from it, when the call's Policy has NumberAttempts
+// set: for work that logs its attempt, sets an attempt header, or records
+// OpenTelemetry's http.request.resend_count (AttemptFrom(ctx)-1). With loops
+// nested, the innermost loop that numbers its attempts counts. It returns 1
+// for a context that no retry loop numbered (nil included): the first
+// attempt, as far as anything can tell.
+//
+// retryhttp numbers its attempts always, so AttemptFrom(resp.Request.Context())
+// tells which attempt produced a response it returned.
+func AttemptFrom(ctx context.Context) int {
+	if ctx == nil {
+		return 1
+	}
+	if n, ok := ctx.Value(attemptKey{}).(*numbered); ok {
+		return int(n.n.Load())
+	}
+	return 1
+}
+
+// attemptKey is the context key under which Do numbers its attempts.
+type attemptKey struct{}
+
+// numbered is the context Do gives fn once it numbers the attempts: the
+// caller's, with the current attempt's number. One is made per call and its
+// number moves on with each attempt, so it is atomic: a goroutine that fn
+// started may still read it.
+type numbered struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *numbered) Value(key any) any {
+	if key == (attemptKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}

@@ -1,0 +1,77 @@
+// Package retryotel reports what the retry loops of package
+// [github.com/seed93a044d1/retry] do, in OpenTelemetry metrics and span
+// events. [Instrument] turns a policy into an instrumented one, in the line
+// that declares it:
+//
+//	var apiPolicy = retryotel.Instrument(retry.Policy{MaxAttempts: 5},
+//		retryotel.WithAttributes(attribute.String("peer.service", "payments")))
+//
+// It works through [retry.Policy].Observe, so it sees every call made with
+// the policy, by retry.Do, retry.DoValue or retryhttp, and keeps the
+// policy's own Observe. Only the policies it returns are instrumented: a
+// policy that a request carries for itself (retryhttp.WithPolicy) must go
+// through Instrument too.
+//
+// # Metrics
+//
+// The meter's scope is [ScopeName]. Every measurement also carries the
+// attributes given with [WithAttributes].
+//
+//   - retry.attempts, a counter of {attempt}: every attempt made, with
+//     retry.attempt.kind "original" (a call's first attempt) or "retry",
+//     and, when the attempt failed, error.type.
+//   - retry.calls, a counter of {call}: every call ended, with retry.result,
+//     and, when it failed, error.type (of its last attempt, or of its stop
+//     reason if no attempt was made) and retry.outcome_unknown (true when an
+//     attempt may have taken effect though the call failed; see
+//     [retry.OutcomeUnknown]).
+//   - retry.call.attempts, a histogram of {attempt}: the attempts each call
+//     made, with retry.result.
+//   - retry.call.duration, a histogram in seconds: the time each call took,
+//     waits included, with retry.result.
+//   - retry.wait.duration, a histogram in seconds: each wait before a retry,
+//     with retry.wait.set_by: "backoff", "server" (Retry-After was longest)
+//     or "limiter" (the rate limiter made the retry wait longer).
+//   - retry.budget.balance, an observable gauge of {token}: the tokens held
+//     by the policy's Budget, when it has a Balance() float64 method as
+//     [retry.TokenBucket] does.
+//
+// retry.result is one of "success_first_attempt", "success_after_retry", or
+// the stop reason: "exhausted" ([retry.ErrExhausted]), "not_retryable"
+// ([retry.ErrNotRetryable]), "budget_exhausted" ([retry.ErrBudgetExhausted]),
+// "server_delay" ([retry.ErrServerDelay]), "no_time_left"
+// ([retry.ErrNoTimeLeft]: the next attempt would not have started before
+// the deadline), "deadline_exceeded" (the caller's deadline passed),
+// "canceled" (the caller's context was cancelled), or "other" (input that
+// made any attempt impossible, such as a nil function).
+//
+// # error.type
+//
+// error.type follows OpenTelemetry's error conventions: it is low-cardinality
+// and never holds an error's text. The first rule that holds gives it:
+//
+//   - the value of an ErrorType() string method of an error in the tree;
+//   - the status code of a [retry.ResponseError], "503";
+//   - the SQLSTATE of an error with a SQLState() string method, "40001";
+//   - "timeout" for context.DeadlineExceeded or a Timeout() method that
+//     reports true, "canceled" for context.Canceled;
+//   - "connection_reset", "connection_refused", "connection_aborted" and
+//     "broken_pipe" for ECONNRESET, ECONNREFUSED, ECONNABORTED and EPIPE;
+//   - "unexpected_eof" for io.ErrUnexpectedEOF, "eof" for io.EOF;
+//   - else the Go type of the error, named as semconv.ErrorType names it
+//     ("*net.DNSError"), looking through fmt.Errorf's %w, [retry.RetryAfter],
+//     *url.Error, *net.OpError and *os.SyscallError.
+//
+// # Traces
+//
+// Before each retry, an event named "retry" is added to the span in the
+// call's context, if it is recording, with retry.attempt.number (the attempt
+// that failed), retry.wait.duration (in seconds), retry.wait.set_by and
+// error.type. No span is started: the caller's span, and those of the
+// instrumented client that fn uses (otelhttp, otelgrpc), already cover each
+// attempt. For the same reason there is no TracerProvider option: the
+// events go to whichever provider made the caller's span.
+//
+// Under retryhttp and otelhttp, [ResendCount] sets http.request.resend_count
+// on the client span of each retry, as the HTTP semantic conventions ask.
+package retryotel

@@ -1,0 +1,101 @@
+package retryotel
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/seed93a044d1/retry"
+)
+
+type namedError struct{ name string }
+
+func (e namedError) Error() string     { return "named: " + e.name }
+func (e namedError) ErrorType() string { return e.name }
+
+type sqlError struct{ state string }
+
+func (e *sqlError) Error() string    { return "sql: " + e.state }
+func (e *sqlError) SQLState() string { return e.state }
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string { return "i/o timeout" }
+func (timeoutError) Timeout() bool { return true }
+
+// cycle is an error that wraps itself: the walk must stop.
+type cycle struct{ self error }
+
+func (c *cycle) Error() string { return "cycle" }
+func (c *cycle) Unwrap() error { return c.self }
+
+func TestErrorType(t *testing.T) {
+	t.Parallel()
+	loop := &cycle{}
+	loop.self = loop
+	dial := func(err error) error {
+		return &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Net: "tcp",
+			Err: os.NewSyscallError("connect", err)}}
+	}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"an ErrorType method wins", fmt.Errorf("wrapped: %w", errors.Join(syscall.ECONNRESET, namedError{"quota"})), "quota"},
+		{"the outermost ErrorType method", namedError{"outer"}, "outer"},
+		{"an empty ErrorType falls through", errors.Join(namedError{""}, io.ErrUnexpectedEOF), "unexpected_eof"},
+		{"HTTP status", retry.RetryAfter(&retry.ResponseError{StatusCode: 503}, time.Second), "503"},
+		{"HTTP status outside the table", &retry.ResponseError{StatusCode: 999}, "999"},
+		{"a status beats a timeout", errors.Join(context.DeadlineExceeded, &retry.ResponseError{StatusCode: 429}), "429"},
+		{"SQLSTATE", fmt.Errorf("tx: %w", &sqlError{"40001"}), "40001"},
+		{"deadline", context.DeadlineExceeded, "timeout"},
+		{"net timeout", dial(timeoutError{}), "timeout"},
+		{"ETIMEDOUT", dial(syscall.ETIMEDOUT), "timeout"},
+		{"canceled", fmt.Errorf("op: %w", context.Canceled), "canceled"},
+		{"reset", dial(syscall.ECONNRESET), "connection_reset"},
+		{"refused", dial(syscall.ECONNREFUSED), "connection_refused"},
+		{"aborted", syscall.ECONNABORTED, "connection_aborted"},
+		{"broken pipe", syscall.EPIPE, "broken_pipe"},
+		{"unexpected EOF", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), "unexpected_eof"},
+		{"EOF", &url.Error{Op: "Get", URL: "http://x", Err: io.EOF}, "eof"},
+		{"another errno is its type", dial(syscall.ENETUNREACH), "syscall.Errno"},
+		{"a DNS error is its type", dial(&net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}), "*net.DNSError"},
+		{"a certificate error is its type", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, "crypto/x509.UnknownAuthorityError"},
+		{"a plain error is its type", fmt.Errorf("a: %w", fmt.Errorf("b: %w", errors.New("c"))), "*errors.errorString"},
+		{"a joined error is the join's type", errors.Join(errors.New("a"), errors.New("b")), "*errors.joinError"},
+		{"a cycle", loop, "*retryotel.cycle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, errorType(tt.err), "errorType(%v)", tt.err)
+		})
+	}
+}
+
+// A name from the fixed set costs no allocation.
+func TestErrorTypeAllocs(t *testing.T) {
+	err := fmt.Errorf("get: %w", retry.RetryAfter(&retry.ResponseError{StatusCode: 503}, time.Second))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { errorType(err) }))
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { errorType(reset) }))
+}
+
+func TestErrorTypeOfNilPointer(t *testing.T) {
+	var uerr *url.Error
+	if got := errorType(uerr); got != "*url.Error" {
+		t.Errorf("errorType((*url.Error)(nil)) = %q, want %q", got, "*url.Error")
+	}
+}

@@ -1,0 +1,414 @@
+package retryotel
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seed93a044d1/retry"
+)
+
+// ScopeName is the instrumentation scope of the meter that [Instrument]
+// uses: this package's import path. A metric view can select the
+// instruments by it.
+const ScopeName = "github.com/seed93a044d1/retry/retryotel"
+
+// Option configures [Instrument].
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	meters metric.MeterProvider
+	attrs  []attribute.KeyValue
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMeterProvider makes [Instrument] record through mp. Without it, or
+// with a nil mp, Instrument uses the global provider, otel.GetMeterProvider(),
+// as it is when Instrument is called.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.meters = mp
+		}
+	})
+}
+
+// WithAttributes adds attrs to every measurement of the instrumented policy,
+// so that two policies, or two dependencies, can be told apart: for
+// instance attribute.String("peer.service", "payments"). Keep them few and
+// fixed: each distinct set is a time series of its own. Later calls add to
+// the attributes of earlier ones. The span events do not carry them: the
+// span already says what it is.
+func WithAttributes(attrs ...attribute.KeyValue) Option {
+	return optionFunc(func(c *config) {
+		c.attrs = append(c.attrs, attrs...)
+	})
+}
+
+// Instrument returns a copy of p whose Observe records every attempt, retry
+// and call in OpenTelemetry: the metrics listed in the package
+// documentation, through a meter of the MeterProvider given by
+// [WithMeterProvider] (the global one by default) with scope [ScopeName],
+// and an event named "retry" on the span in the call's context before each
+// retry. p's own Observe, if set, is kept: it is called after the
+// measurements of the same Event are recorded, on the same goroutine.
+//
+// If p's Budget has a Balance() float64 method, as [retry.TokenBucket]
+// does, Instrument also registers an observable gauge that reports it. Its
+// callback is registered once per call to Instrument and stays registered
+// as long as the MeterProvider lives (until its Shutdown): instrument a
+// policy once, where it is declared, not once per call to [retry.Do].
+// Instrumenting a policy twice counts everything twice.
+//
+// The returned Policy is safe for concurrent use as far as p is. A
+// first-try success costs two counter increments and two histogram records
+// and no allocation; a retry adds one of each, and allocates only for a
+// span event (the README has measured times). An error in making the
+// instruments goes to otel.Handle, as otelhttp's do, and the policy records
+// with what it could make.
+func Instrument(p retry.Policy, opts ...Option) retry.Policy {
+	c := config{meters: otel.GetMeterProvider()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	o := newObserver(c, p.Observe)
+	if b, ok := p.Budget.(interface{ Balance() float64 }); ok {
+		o.watchBudget(c, b)
+	}
+	p.Observe = o.observe
+	return p
+}
+
+// Instrument and attribute names: see the package documentation for what
+// each means and why it exists.
+const (
+	attemptsName     = "retry.attempts"
+	callsName        = "retry.calls"
+	callAttemptsName = "retry.call.attempts"
+	callDurationName = "retry.call.duration"
+	waitDurationName = "retry.wait.duration"
+	budgetName       = "retry.budget.balance"
+
+	attemptKindKey    = attribute.Key("retry.attempt.kind")
+	resultKey         = attribute.Key("retry.result")
+	outcomeUnknownKey = attribute.Key("retry.outcome_unknown")
+	waitSetByKey      = attribute.Key("retry.wait.set_by")
+	attemptNumberKey  = attribute.Key("retry.attempt.number")
+
+	// retryEventName names the span event added before each retry.
+	retryEventName = "retry"
+)
+
+// Values of retry.attempt.kind.
+const (
+	kindOriginal = iota // the call's first attempt
+	kindRetry           // any later one
+	numKinds
+)
+
+var kindNames = [numKinds]string{"original", "retry"}
+
+// Values of retry.result: how a call ended.
+const (
+	resultSuccessFirst = iota
+	resultSuccessRetried
+	resultExhausted
+	resultNotRetryable
+	resultBudget
+	resultServerDelay
+	resultNoTimeLeft
+	resultDeadline
+	resultCanceled
+	resultOther
+	numResults
+)
+
+var resultNames = [numResults]string{
+	"success_first_attempt",
+	"success_after_retry",
+	"exhausted",
+	"not_retryable",
+	"budget_exhausted",
+	"server_delay",
+	"no_time_left",
+	"deadline_exceeded",
+	"canceled",
+	"other",
+}
+
+// Values of retry.wait.set_by, as retry.Event.WaitSetBy says them.
+var setByNames = [...]string{"backoff", "server", "limiter"}
+
+// Histogram bucket boundaries, given as advice so that a view can override
+// them. The SDK's default boundaries (0, 5, 10, 25, ... 10000) suit
+// milliseconds, not seconds nor attempt counts.
+var (
+	// Attempts per call: each small count apart, 0 for calls whose
+	// context ended before their first attempt.
+	attemptBuckets = []float64{0, 1, 2, 3, 4, 5, 6, 8, 10, 16, 32}
+	// Seconds, from a retry at once to the 5-minute default ceiling on a
+	// server's requested delay.
+	secondBuckets = []float64{0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+)
+
+// observer records the Events of one instrumented policy. The attribute
+// sets that do not depend on an error are built once, here, so that a
+// success records without building any.
+type observer struct {
+	user func(context.Context, retry.Event) // the policy's own Observe
+
+	attempts     metric.Int64Counter
+	calls        metric.Int64Counter
+	callAttempts metric.Int64Histogram
+	callDuration metric.Float64Histogram
+	wait         metric.Float64Histogram
+
+	attrs []attribute.KeyValue // the user's, from WithAttributes
+
+	attemptOK [numKinds]options   // kind, no error
+	result    [numResults]options // result, no error
+	setBy     [len(setByNames)]options
+
+	mu       sync.RWMutex
+	failures map[failure]options // see failed
+}
+
+// options is one attribute set, the user's included, as the option slices
+// that Add and Record take. Built once, they cost a measurement nothing:
+// a slice passed with ... is not copied, where a single option would be
+// put in a new slice that escapes through the interface call.
+type options struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func newObserver(c config, user func(context.Context, retry.Event)) *observer {
+	m := c.meters.Meter(ScopeName)
+	o := &observer{user: user, attrs: c.attrs, failures: make(map[failure]options)}
+	var err error
+	o.attempts, err = m.Int64Counter(attemptsName, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts made, the first of each call (original) and the retries."))
+	handle(err)
+	o.calls, err = m.Int64Counter(callsName, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls ended, by result: success at once, success after retries, or why retrying stopped."))
+	handle(err)
+	o.callAttempts, err = m.Int64Histogram(callAttemptsName, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts made by each call."),
+		metric.WithExplicitBucketBoundaries(attemptBuckets...))
+	handle(err)
+	o.callDuration, err = m.Float64Histogram(callDurationName, metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of a call to its end, waits included."),
+		metric.WithExplicitBucketBoundaries(secondBuckets...))
+	handle(err)
+	o.wait, err = m.Float64Histogram(waitDurationName, metric.WithUnit("s"),
+		metric.WithDescription("Time waited before each retry."),
+		metric.WithExplicitBucketBoundaries(secondBuckets...))
+	handle(err)
+
+	for k := range numKinds {
+		o.attemptOK[k] = o.options(attemptKindKey.String(kindNames[k]))
+	}
+	for r := range numResults {
+		o.result[r] = o.options(resultKey.String(resultNames[r]))
+	}
+	for i, name := range setByNames {
+		o.setBy[i] = o.options(waitSetByKey.String(name))
+	}
+	return o
+}
+
+// with returns the user's attributes and kvs, as one measurement option.
+func (o *observer) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
+	all := make([]attribute.KeyValue, 0, len(o.attrs)+len(kvs))
+	all = append(append(all, o.attrs...), kvs...)
+	return metric.WithAttributeSet(attribute.NewSet(all...))
+}
+
+// options returns the user's attributes and kvs, as options.
+func (o *observer) options(kvs ...attribute.KeyValue) options {
+	opt := o.with(kvs...)
+	return options{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
+}
+
+// watchBudget registers the gauge that reports b's balance at each
+// collection.
+func (o *observer) watchBudget(c config, b interface{ Balance() float64 }) {
+	m := c.meters.Meter(ScopeName)
+	g, err := m.Float64ObservableGauge(budgetName, metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens held by the retry budget: each retry spends one."))
+	if err != nil {
+		handle(err)
+		return
+	}
+	set := o.with()
+	_, err = m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		obs.ObserveFloat64(g, b.Balance(), set)
+		return nil
+	}, g)
+	handle(err)
+}
+
+// observe is the instrumented policy's Observe.
+func (o *observer) observe(ctx context.Context, e retry.Event) {
+	if e.Done {
+		o.done(ctx, e)
+	} else {
+		o.attempt(ctx, e)
+	}
+	if o.user != nil {
+		o.user(ctx, e)
+	}
+}
+
+// attempt records the end of an attempt, and the retry that follows it.
+func (o *observer) attempt(ctx context.Context, e retry.Event) {
+	kind := kindOriginal
+	if e.Attempt > 1 {
+		kind = kindRetry
+	}
+	var errType string
+	if e.Err == nil {
+		o.attempts.Add(ctx, 1, o.attemptOK[kind].add...)
+	} else {
+		errType = errorType(e.Err)
+		o.attempts.Add(ctx, 1, o.failed(failure{attempt: true, kind: kind, errType: errType}).add...)
+	}
+	if !e.Retry {
+		return
+	}
+	setBy := setByIndex(e.WaitSetBy())
+	o.wait.Record(ctx, e.Wait.Seconds(), o.setBy[setBy].record...)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(retryEventName, trace.WithAttributes(
+			attemptNumberKey.Int(e.Attempt),
+			attribute.Key(waitDurationName).Float64(e.Wait.Seconds()),
+			waitSetByKey.String(setByNames[setBy]),
+			semconv.ErrorTypeKey.String(errType),
+		))
+	}
+}
+
+// done records the end of a call.
+func (o *observer) done(ctx context.Context, e retry.Event) {
+	r := result(ctx, e)
+	opts := o.result[r]
+	o.callAttempts.Record(ctx, int64(e.Attempt), opts.record...)
+	o.callDuration.Record(ctx, e.Elapsed.Seconds(), opts.record...)
+	if e.Err == nil {
+		o.calls.Add(ctx, 1, opts.add...)
+		return
+	}
+	o.calls.Add(ctx, 1, o.failed(failure{kind: r, errType: callErrorType(e), unknown: e.OutcomeUnknown}).add...)
+}
+
+// failure is what the attributes of a failed attempt (attempt set, kind an
+// attempt kind) or a failed call (kind a result) depend on.
+type failure struct {
+	attempt bool
+	kind    int
+	unknown bool
+	errType string
+}
+
+// maxFailures bounds the cache of attribute sets for failures. error.type
+// is low-cardinality by design, but an ErrorType method is the user's:
+// past the bound, a set is built for each measurement instead of kept.
+const maxFailures = 256
+
+// failed returns the options for a failure, from the cache if it is there,
+// so that a retry that fails as the ones before it did costs no allocation.
+func (o *observer) failed(f failure) options {
+	o.mu.RLock()
+	opts, ok := o.failures[f]
+	o.mu.RUnlock()
+	if ok {
+		return opts
+	}
+	if f.attempt {
+		opts = o.options(attemptKindKey.String(kindNames[f.kind]), semconv.ErrorTypeKey.String(f.errType))
+	} else {
+		opts = o.options(resultKey.String(resultNames[f.kind]), semconv.ErrorTypeKey.String(f.errType),
+			outcomeUnknownKey.Bool(f.unknown))
+	}
+	o.mu.Lock()
+	if len(o.failures) < maxFailures {
+		o.failures[f] = opts
+	}
+	o.mu.Unlock()
+	return opts
+}
+
+// result says how the call that e ends went, as a retry.result index.
+func result(ctx context.Context, e retry.Event) int {
+	switch e.Reason {
+	case nil:
+		if e.Err != nil {
+			return resultOther // not from retry.Do, which always gives a failure a Reason
+		}
+		if e.Attempt > 1 {
+			return resultSuccessRetried
+		}
+		return resultSuccessFirst
+	case retry.ErrExhausted:
+		return resultExhausted
+	case retry.ErrNotRetryable:
+		return resultNotRetryable
+	case retry.ErrBudgetExhausted:
+		return resultBudget
+	case retry.ErrServerDelay:
+		return resultServerDelay
+	case retry.ErrNoTimeLeft:
+		return resultNoTimeLeft
+	}
+	// Otherwise the Reason is the context's cause, which may be any error
+	// (context.WithCancelCause): the context's own error says which.
+	switch ctx.Err() {
+	case context.DeadlineExceeded:
+		return resultDeadline
+	case context.Canceled:
+		return resultCanceled
+	}
+	return resultOther
+}
+
+// callErrorType is the error.type of a failed call: its last attempt's, or,
+// if no attempt was made, its stop reason's.
+func callErrorType(e retry.Event) string {
+	if re, ok := e.Err.(*retry.Error); ok {
+		if re.Last != nil {
+			return errorType(re.Last)
+		}
+		if re.Reason != nil {
+			return errorType(re.Reason)
+		}
+	}
+	return errorType(e.Err)
+}
+
+func setByIndex(s string) int {
+	switch s {
+	case "server":
+		return 1
+	case "limiter":
+		return 2
+	}
+	return 0
+}
+
+func handle(err error) {
+	if err != nil {
+		otel.Handle(err)
+	}
+}
