@@ -49,12 +49,20 @@ import (
 //   - an error with no gRPC status (one an interceptor below this one made
 //     up, say): what [retry.DefaultClassifier] says.
 //
+// Before the table, as retry.DefaultClassifier does, it stops on an error
+// that already came out of a retry loop (a [*retry.Error] in the tree, as
+// every error these interceptors give up with holds): a retry.Do around a
+// call through them must not multiply their attempts.
+//
 // These rules say whether another attempt could succeed, not whether it is
 // safe: the interceptors never repeat a call that may have taken effect
 // unless its method is declared idempotent, whatever the classifier says
 // (see the package documentation). DefaultClassifier is safe for concurrent
 // use.
 func DefaultClassifier(err error) retry.Decision {
+	if fromLoop(err) {
+		return retry.Stop
+	}
 	var code codes.Code
 	pushback := noPushback
 	if ae, ok := findAttempt(err); ok {
@@ -120,6 +128,29 @@ func (e *attemptError) OutcomeUnknown() bool {
 		return false
 	}
 	return true
+}
+
+// fromLoop reports whether err's tree holds a *retry.Error.
+func fromLoop(err error) bool {
+	for err != nil {
+		if _, ok := err.(*retry.Error); ok {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if fromLoop(inner) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // findAttempt returns the first *attemptError in err's tree.

@@ -106,10 +106,13 @@ func TestDefaultClassifierTable(t *testing.T) {
 			}
 			ae := &attemptError{err: status.Error(c, "x"), code: c, sent: true, pushback: pb}
 			assert.Equal(t, want, DefaultClassifier(ae), "DefaultClassifier(%v, pushback %d)", c, pb)
-			// Wrapped as the interceptors wrap it, and with the wrappers of
-			// a retry.Error around it.
-			wrapped := &retry.Error{Reason: retry.ErrExhausted, Last: retry.RetryAfter(ae, time.Second)}
+			// Wrapped as the interceptors wrap it for the loop.
+			wrapped := retry.Permanent(retry.RetryAfter(ae, time.Second))
 			assert.Equal(t, want, DefaultClassifier(wrapped), "DefaultClassifier(wrapped %v)", c)
+			// What a call gives up with came out of a retry loop: never
+			// retried again.
+			given := &callError{err: &retry.Error{Reason: retry.ErrExhausted, Last: wrapped}}
+			assert.Equal(t, retry.Stop, DefaultClassifier(given), "DefaultClassifier(given up on %v)", c)
 		}
 		// A bare status error has no pushback.
 		want := retry.Stop

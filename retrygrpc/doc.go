@@ -123,4 +123,14 @@
 // [CallPolicy] gives one call its own policy, as a [grpc.CallOption]:
 //
 //	reply, err := client.Get(ctx, req, retrygrpc.CallPolicy(retry.Policy{MaxAttempts: 1}))
+//
+// [WithPolicy] does it through the context, for a policy chosen far from
+// the call site; a CallPolicy wins over it.
+//
+// # Retry at one layer
+//
+// What a call gives up with holds a [*retry.Error], so a retry.Do around a
+// call through these interceptors stops at once instead of multiplying
+// their attempts, whether its classifier is retry.DefaultClassifier or
+// [DefaultClassifier].
 package retrygrpc

@@ -68,6 +68,19 @@ type callPolicy struct {
 	policy retry.Policy
 }
 
+// WithPolicy returns a copy of ctx that makes the interceptors retry the
+// calls made with it under p instead of the Policy they were built with, as
+// retryhttp.WithPolicy does for HTTP: for a policy chosen far from the call
+// site, such as per tenant or per request class. A [CallPolicy] on the call
+// wins over it. A nil Classifier in p means [DefaultClassifier]. Like every
+// context value it reaches the contexts derived from ctx, outgoing calls
+// made while serving a request included.
+func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
+	return context.WithValue(ctx, policyKey{}, &p)
+}
+
+type policyKey struct{}
+
 // config is what the interceptors are built with. It is not changed after
 // the interceptor is made, so calls share it without a lock.
 type config struct {
@@ -95,12 +108,15 @@ func withClassifier(p retry.Policy) retry.Policy {
 }
 
 // policyFor returns the policy of one call: the last CallPolicy among its
-// options, or the interceptor's.
-func (c *config) policyFor(opts []grpc.CallOption) retry.Policy {
+// options, else its context's, else the interceptor's.
+func (c *config) policyFor(ctx context.Context, opts []grpc.CallOption) retry.Policy {
 	for i := len(opts) - 1; i >= 0; i-- {
 		if cp, ok := opts[i].(*callPolicy); ok {
 			return withClassifier(cp.policy)
 		}
+	}
+	if p, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
+		return withClassifier(*p)
 	}
 	return c.policy
 }

@@ -79,10 +79,13 @@ func TestCallsReachARestartedServer(t *testing.T) {
 				srv := s.serveOn(lis)
 				var unsent, retries int
 				p := retry.Policy{MaxAttempts: -1, Backoff: retry.Constant(20 * time.Millisecond),
-					OnRetry: func(ev retry.RetryEvent) {
+					Observe: func(_ context.Context, ev retry.Event) {
+						if !ev.Retry {
+							return
+						}
 						retries++
 						var o interface{ OutcomeUnknown() bool }
-						if errors.As(ev.Err, &o) && !o.OutcomeUnknown() {
+						if errors.As(ev.Err, &o) && !o.OutcomeUnknown() && !ev.OutcomeUnknown {
 							unsent++
 						}
 					}}

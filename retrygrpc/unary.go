@@ -22,6 +22,7 @@ import (
 // A nil Classifier in p means [DefaultClassifier]. Policy.AttemptTimeout
 // bounds each attempt, and the server sees that bound as the attempt's
 // deadline. What is retried, and when, is in the package documentation.
+// [CallPolicy] and [WithPolicy] give one call its own policy.
 //
 // A call stops as retry.Do does: the caller's context ends, the status is not
 // retried or the attempt is not safe to repeat, attempts or budget run out,
@@ -39,7 +40,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 func (c *config) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	u := &unaryCall{cfg: c, ctx: ctx, method: method, req: req, reply: reply, cc: cc, invoker: invoker}
-	u.policy = c.policyFor(opts)
+	u.policy = c.policyFor(ctx, opts)
 	// Each attempt also learns whether a stream was opened (the peer is set
 	// only then) and the server's trailer, where pushback comes.
 	u.opts = make([]grpc.CallOption, len(opts), len(opts)+2)

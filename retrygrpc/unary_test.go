@@ -269,8 +269,10 @@ func TestUnaryHonoursPushback(t *testing.T) {
 					return reply(ss, "ok")
 				})
 				var waits []time.Duration
-				p := retry.Policy{Backoff: retry.Constant(tc.backoff), OnRetry: func(ev retry.RetryEvent) {
-					waits = append(waits, ev.Wait)
+				p := retry.Policy{Backoff: retry.Constant(tc.backoff), Observe: func(_ context.Context, ev retry.Event) {
+					if ev.Retry {
+						waits = append(waits, ev.Wait)
+					}
 				}}
 				conn, stop := start(t, nw, s, p)
 				defer stop()
@@ -479,7 +481,7 @@ func TestUnaryCallerCancelStops(t *testing.T) {
 	})
 }
 
-func TestCallPolicyOverridesThePolicy(t *testing.T) {
+func TestPerCallPolicies(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, nw network, exact bool) {
 		s := newServer(fail(codes.Unavailable))
@@ -501,6 +503,17 @@ func TestCallPolicyOverridesThePolicy(t *testing.T) {
 		_, err = invoke(t.Context(), conn, methodGet)
 		assert.Equal(t, 3, retryError(t, err).Attempts)
 		assert.Equal(t, 5, s.count())
+
+		// The context's policy, unless the call has its own.
+		ctx := retrygrpc.WithPolicy(t.Context(), retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0)})
+		_, err = invoke(ctx, conn, methodGet)
+		assert.Equal(t, 2, retryError(t, err).Attempts)
+		_, err = invoke(ctx, conn, methodGet, retrygrpc.CallPolicy(retry.Policy{MaxAttempts: 1}))
+		assert.Equal(t, 1, retryError(t, err).Attempts)
+		keyed := metadata.AppendToOutgoingContext(ctx, "idempotency-key", "k")
+		_, err = recvAll(watch(keyed, t, conn))
+		assert.Equal(t, 2, retryError(t, err).Attempts, "streams too")
+		assert.Equal(t, 10, s.count())
 	})
 }
 
@@ -515,4 +528,26 @@ func settled(t *testing.T, exact bool, cond func() bool, msg string) {
 		return
 	}
 	assert.Eventually(t, cond, realTimeSlack, time.Millisecond, msg)
+}
+
+// Retry at one layer: a retry.Do around a call through the interceptor does
+// not multiply its attempts, with the core's classifier or the gRPC table.
+func TestUnaryErrorIsNotRetriedAgainOutside(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, nw network, exact bool) {
+		s := newServer(fail(codes.Unavailable))
+		conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0)}, retrygrpc.Idempotent(methodGet))
+		defer stop()
+
+		for _, c := range []retry.Classifier{nil, retrygrpc.DefaultClassifier} {
+			before := s.count()
+			err := retry.Do(t.Context(), func(ctx context.Context) error {
+				_, err := invoke(ctx, conn, methodGet)
+				return err
+			}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), Classifier: c})
+			assert.ErrorIs(t, err, retry.ErrNotRetryable)
+			assert.Equal(t, codes.Unavailable, status.Code(err))
+			assert.Equal(t, 3, s.count()-before, "the inner loop's attempts only")
+		}
+	})
 }
