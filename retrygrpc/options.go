@@ -60,7 +60,7 @@ func IdempotentFunc(f func(ctx context.Context, method string) bool) Option {
 // gRPC itself ignores the option, so it is harmless on a connection without
 // the interceptors.
 func CallPolicy(p retry.Policy) grpc.CallOption {
-	return &callPolicy{policy: p}
+	return &callPolicy{policy: withClassifier(p)}
 }
 
 type callPolicy struct {
@@ -76,6 +76,7 @@ type callPolicy struct {
 // context value it reaches the contexts derived from ctx, outgoing calls
 // made while serving a request included.
 func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
+	p = withClassifier(p)
 	return context.WithValue(ctx, policyKey{}, &p)
 }
 
@@ -108,17 +109,19 @@ func withClassifier(p retry.Policy) retry.Policy {
 }
 
 // policyFor returns the policy of one call: the last CallPolicy among its
-// options, else its context's, else the interceptor's.
-func (c *config) policyFor(ctx context.Context, opts []grpc.CallOption) retry.Policy {
+// options, else its context's, else the interceptor's. Each already has its
+// classifier, and none is ever changed: the caller may keep the pointer, and
+// must copy the policy to change it.
+func (c *config) policyFor(ctx context.Context, opts []grpc.CallOption) *retry.Policy {
 	for i := len(opts) - 1; i >= 0; i-- {
 		if cp, ok := opts[i].(*callPolicy); ok {
-			return withClassifier(cp.policy)
+			return &cp.policy
 		}
 	}
 	if p, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
-		return withClassifier(*p)
+		return p
 	}
-	return c.policy
+	return &c.policy
 }
 
 // idempotent reports whether a call of method, made with ctx, is declared

@@ -51,7 +51,7 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
-	s.policy = c.policyFor(ctx, opts)
+	s.policy = *c.policyFor(ctx, opts)
 	// The core's AttemptTimeout would end the attempt's context when the
 	// attempt function returns, cutting the stream: the guard does it.
 	s.timeout, s.policy.AttemptTimeout = s.policy.AttemptTimeout, 0

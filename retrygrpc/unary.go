@@ -46,7 +46,7 @@ func (c *config) unary(ctx context.Context, method string, req, reply any, cc *g
 	u.opts = make([]grpc.CallOption, len(opts), len(opts)+2)
 	copy(u.opts, opts)
 	u.opts = append(u.opts, grpc.Peer(&u.peer), grpc.Trailer(&u.trailer))
-	err := retry.Do(ctx, u.attempt, &u.policy)
+	err := retry.Do(ctx, u.attempt, u.policy)
 	if err == nil {
 		return nil
 	}
@@ -64,7 +64,7 @@ type unaryCall struct {
 	cc      *grpc.ClientConn
 	invoker grpc.UnaryInvoker
 	opts    []grpc.CallOption
-	policy  retry.Policy
+	policy  *retry.Policy // shared: never changed
 
 	attempts int
 	peer     peer.Peer
