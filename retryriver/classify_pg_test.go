@@ -183,7 +183,12 @@ func TestPostgresDeadlockRetried(t *testing.T) {
 	errA, errB := twoAtOnce(txn(1, 2), txn(2, 1))
 	require.NoError(t, errA)
 	require.NoError(t, errB)
-	assert.Equal(t, []string{"40P01"}, states(), "the deadlock victim was retried")
+	// The victim's retry can win the race for its first row again and
+	// deadlock once more: every retry must be a deadlock, and there must be one.
+	require.NotEmpty(t, states(), "no deadlock happened")
+	for _, s := range states() {
+		assert.Equal(t, "40P01", s, "retried errors: %v", states())
+	}
 	var n1, n2 int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT n FROM account WHERE id = 1), (SELECT n FROM account WHERE id = 2)`).Scan(&n1, &n2))
 	assert.Equal(t, []int{2, 2}, []int{n1, n2}, "both transactions committed once")
