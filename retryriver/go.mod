@@ -12,6 +12,7 @@ require (
 	github.com/riverqueue/river/rivertype v0.51.2
 	github.com/seed93a044d1/retry v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -34,7 +35,6 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
