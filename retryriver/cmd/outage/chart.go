@@ -25,7 +25,7 @@ type chart struct {
 }
 
 const (
-	chartW, chartH                     = 960, 420
+	chartW, chartH                       = 960, 420
 	padLeft, padRight, padTop, padBottom = 70, 30, 50, 55
 )
 
