@@ -320,3 +320,53 @@ func TestJobMaxAttemptsWins(t *testing.T) {
 	assert.Len(t, job.Errors, 2)
 	assert.Equal(t, "retry: gave up after 2 attempts (attempts exhausted): flaky provider", job.Errors[1].Error)
 }
+
+// Without a decision from Work (a panic, a job rescued from a dead worker),
+// NextRetry applies the policy's backoff to the attempt, with the wait
+// stored last time as Decorrelated's prev.
+func TestNextRetryWithoutDecisionUsesBackoff(t *testing.T) {
+	t.Parallel()
+	policy := retry.Policy{Backoff: retry.Decorrelated{Base: time.Second, Cap: time.Hour}, Rand: func() float64 { return 0.5 }}
+	m := retryriver.New(policy)
+	job := &rivertype.JobRow{ID: 1, Attempt: 3, MaxAttempts: 5, Metadata: []byte(`{"retry_wait": "4s"}`)}
+	want := retry.Decorrelated{Base: time.Second, Cap: time.Hour}.Delay(3, 4*time.Second, 0.5) // 1s + 0.5*(12s-1s)
+	before := time.Now()
+	got := m.NextRetry(job)
+	after := time.Now()
+	assert.False(t, got.Before(before.Add(want)), "NextRetry = %v, want now + %v", got, want)
+	assert.False(t, got.After(after.Add(want)), "NextRetry = %v, want now + %v", got, want)
+
+	// A deadline that leaves no time: now, and the next attempt's Work stops the job.
+	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return time.Now().Add(time.Second) }))
+	got = m.NextRetry(job)
+	assert.False(t, got.After(time.Now()), "NextRetry = %v, want now", got)
+}
+
+func TestMaxAttemptsAgreesWithPolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ policy, want int }{{0, 4}, {1, 1}, {5, 5}, {-1, 32767}, {1 << 20, 32767}}
+	for _, tt := range tests {
+		m := retryriver.New(retry.Policy{MaxAttempts: tt.policy})
+		assert.Equal(t, tt.want, m.MaxAttempts(), "MaxAttempts with Policy.MaxAttempts %d", tt.policy)
+		assert.Equal(t, tt.want, m.Config(nil).MaxAttempts)
+	}
+}
+
+// Config sets what it must and leaves the caller's config alone.
+func TestConfigCopies(t *testing.T) {
+	t.Parallel()
+	other := &otherMiddleware{}
+	user := &river.Config{Middleware: make([]rivertype.Middleware, 1, 4), MaxAttempts: 25}
+	user.Middleware[0] = other
+	m := retryriver.New(retry.Policy{MaxAttempts: 3})
+	got := m.Config(user)
+	assert.Equal(t, []rivertype.Middleware{other, m}, got.Middleware)
+	assert.Same(t, m, got.RetryPolicy)
+	assert.Equal(t, 3, got.MaxAttempts)
+	assert.Equal(t, 25, user.MaxAttempts, "the caller's config was changed")
+	assert.Nil(t, user.RetryPolicy)
+	assert.Len(t, user.Middleware, 1)
+	assert.Nil(t, user.Middleware[:2][1], "Config wrote into the caller's slice")
+}
+
+type otherMiddleware struct{ river.MiddlewareDefaults }
