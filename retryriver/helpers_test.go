@@ -36,9 +36,9 @@ type queue interface {
 type backend struct {
 	name string
 	// client makes a River client on this database with cfg.
-	client func(t *testing.T, cfg *river.Config) queue
+	client func(t testing.TB, cfg *river.Config) queue
 	// query runs a reconciliation query and returns the job IDs it selects.
-	query func(t *testing.T, q string) []int64
+	query func(t testing.TB, q string) []int64
 	// reconcile is the package documentation's query for this database.
 	reconcile string
 }
@@ -74,7 +74,7 @@ func fast(cfg *river.Config) *river.Config {
 	return cfg
 }
 
-func sqliteBackend(t *testing.T) backend {
+func sqliteBackend(t testing.TB) backend {
 	path := filepath.Join(t.TempDir(), "river.sqlite")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)")
 	require.NoError(t, err)
@@ -86,17 +86,17 @@ func sqliteBackend(t *testing.T) backend {
 	require.NoError(t, err)
 	return backend{
 		name: "sqlite",
-		client: func(t *testing.T, cfg *river.Config) queue {
+		client: func(t testing.TB, cfg *river.Config) queue {
 			c, err := river.NewClient(riversqlite.New(db), cfg)
 			require.NoError(t, err)
 			return c
 		},
-		query:     func(t *testing.T, q string) []int64 { return queryIDs(t, db.QueryContext, q) },
+		query:     func(t testing.TB, q string) []int64 { return queryIDs(t, db.QueryContext, q) },
 		reconcile: reconcileSQLite,
 	}
 }
 
-func postgresBackend(t *testing.T) backend {
+func postgresBackend(t testing.TB) backend {
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, os.Getenv("RETRY_POSTGRES_URL"))
 	require.NoError(t, err)
@@ -108,13 +108,13 @@ func postgresBackend(t *testing.T) backend {
 	require.NoError(t, err)
 	return backend{
 		name: "postgres",
-		client: func(t *testing.T, cfg *river.Config) queue {
+		client: func(t testing.TB, cfg *river.Config) queue {
 			cfg.Schema = schema
 			c, err := river.NewClient(riverpgxv5.New(pool), cfg)
 			require.NoError(t, err)
 			return c
 		},
-		query: func(t *testing.T, q string) []int64 {
+		query: func(t testing.TB, q string) []int64 {
 			conn, err := pool.Acquire(t.Context())
 			require.NoError(t, err)
 			defer conn.Release()
@@ -138,7 +138,7 @@ func postgresBackend(t *testing.T) backend {
 }
 
 // newSchema creates a schema of the test's own, dropped when it ends.
-func newSchema(t *testing.T, pool *pgxpool.Pool) string {
+func newSchema(t testing.TB, pool *pgxpool.Pool) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := "retryriver_" + hex.EncodeToString(b[:])
@@ -151,7 +151,7 @@ func newSchema(t *testing.T, pool *pgxpool.Pool) string {
 	return schema
 }
 
-func queryIDs(t *testing.T, query func(context.Context, string, ...any) (*sql.Rows, error), q string) []int64 {
+func queryIDs(t testing.TB, query func(context.Context, string, ...any) (*sql.Rows, error), q string) []int64 {
 	rows, err := query(t.Context(), q)
 	require.NoError(t, err)
 	defer rows.Close()
@@ -166,7 +166,7 @@ func queryIDs(t *testing.T, query func(context.Context, string, ...any) (*sql.Ro
 }
 
 // start starts c and stops it when the test ends.
-func start(t *testing.T, c queue) {
+func start(t testing.TB, c queue) {
 	require.NoError(t, c.Start(t.Context()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -177,7 +177,7 @@ func start(t *testing.T, c queue) {
 
 // waitFinal polls job id until it is completed, cancelled or discarded, for
 // at most a minute (far more than any test needs on a slow machine).
-func waitFinal(t *testing.T, c queue, id int64) *rivertype.JobRow {
+func waitFinal(t testing.TB, c queue, id int64) *rivertype.JobRow {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {

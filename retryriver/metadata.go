@@ -1,6 +1,7 @@
 package retryriver
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"time"
@@ -46,7 +47,9 @@ type state struct {
 // Decorrelated backoff's input, and a job must not fail for it.
 func readState(metadata []byte) state {
 	var s state
-	if len(metadata) == 0 || json.Unmarshal(metadata, &s) != nil {
+	// Most jobs have none of our keys: their first attempt, and every job
+	// that never failed. Skip the JSON parse for them.
+	if !bytes.Contains(metadata, []byte(`"retry_`)) || json.Unmarshal(metadata, &s) != nil {
 		return state{}
 	}
 	if d, err := time.ParseDuration(s.Wait); err == nil && d > 0 {

@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -48,7 +49,9 @@ func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:]))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// On SIGINT or SIGTERM the drill stops its worker process and removes
+	// its database before it exits.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
