@@ -42,6 +42,7 @@ type Middleware struct {
 	policy   retry.Policy
 	deadline func(*rivertype.JobRow) time.Time
 	handoff  handoff
+	woke     func() // for tests: called when a limiter wait ends, to stall the waiter
 }
 
 // Option configures a [Middleware] made by [New].
@@ -273,9 +274,10 @@ func (m *Middleware) jobDeadline(job *rivertype.JobRow) time.Time {
 }
 
 // pace stops an attempt that cannot start before the deadline and waits for
-// the policy's Limiter, as retry.Do does before each attempt: the wait may
-// not end within MinAttemptTime of the deadline. It returns the reason to
-// stop, or the cause of the job's context if River ended it during the wait.
+// the policy's Limiter, as retry.Do does before each attempt (a reservation
+// and one timer): the wait may not end within MinAttemptTime of the
+// deadline. It returns the reason to stop, or the cause of the job's
+// context if River ended it during the wait.
 func (m *Middleware) pace(ctx context.Context, deadline, now time.Time) error {
 	p := m.policy
 	if !fits(now, 0, p.MinAttemptTime, deadline) {
@@ -284,26 +286,50 @@ func (m *Middleware) pace(ctx context.Context, deadline, now time.Time) error {
 	if p.Limiter == nil {
 		return nil
 	}
-	r := p.Limiter.ReserveN(now, 1)
-	if !r.OK() {
-		return errLimiterBurst
-	}
-	d := r.DelayFrom(now)
-	if d <= 0 {
-		return nil
-	}
-	if !fits(now, d, p.MinAttemptTime, deadline) {
-		r.CancelAt(now)
-		return retry.ErrNoTimeLeft
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		r.Cancel()
-		return context.Cause(ctx)
+	// A worker process that stalls (CPU starvation, a long GC pause) wakes
+	// every attempt whose token came due meanwhile at once: with 500 jobs
+	// queued for a 200/s limiter, a 2 s stall would send 400 attempts in a
+	// burst. So an attempt that wakes later than the limiter needs to refill
+	// its burst reserves a token again, from the time it really woke: the
+	// stalled attempts are spaced anew, and at most a burst goes at once.
+	late := max(time.Millisecond, time.Duration(float64(p.Limiter.Burst())/float64(p.Limiter.Limit())*float64(time.Second)))
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		r := p.Limiter.ReserveN(now, 1)
+		if !r.OK() {
+			return errLimiterBurst
+		}
+		d := r.DelayFrom(now)
+		if d <= 0 {
+			return nil
+		}
+		if !fits(now, d, p.MinAttemptTime, deadline) {
+			r.CancelAt(now)
+			return retry.ErrNoTimeLeft
+		}
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			r.Cancel()
+			return context.Cause(ctx)
+		}
+		if m.woke != nil {
+			m.woke()
+		}
+		due := now.Add(d)
+		if now = time.Now(); now.Sub(due) <= late {
+			return nil
+		}
 	}
 }
 

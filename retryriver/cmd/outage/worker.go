@@ -122,13 +122,14 @@ func riverConfig(c workerConfig, p params) *river.Config {
 	river.AddWorker(workers, &notifyWorker{client: &http.Client{Transport: transport}, url: c.providerURL})
 	// A job is rescued when its worker died: after its timeout, plus the
 	// longest a job can queue for the limiter (every worker slot waiting),
-	// plus a margin; never earlier, or a live job would run twice.
+	// plus a margin for a process stalled by a loaded machine; never
+	// earlier, or a live job would run twice.
 	queueing := time.Duration(float64(c.workers) / p.limit * float64(time.Second))
 	cfg := &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.workers}},
 		Workers:              workers,
 		JobTimeout:           p.attemptTimeout,
-		RescueStuckJobsAfter: p.attemptTimeout + queueing + 3*time.Second,
+		RescueStuckJobsAfter: p.attemptTimeout + queueing + 15*time.Second,
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
