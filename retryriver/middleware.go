@@ -32,10 +32,10 @@ import (
 // which discards it with every attempt's error; any other error is returned
 // to River and the job is scheduled at the time retry.Next gave.
 //
-// The zero value is not usable; make one with [New]. A Middleware is safe
-// for concurrent use by all of a client's workers, and one Middleware
-// belongs to one River client (its Budget and Limiter count that process's
-// attempts).
+// The zero value runs jobs under the zero retry.Policy (the core's
+// defaults); [New] gives it a policy. A Middleware is safe for concurrent
+// use by all of a client's workers, and one Middleware belongs to one River
+// client (its Budget and Limiter count that process's attempts).
 type Middleware struct {
 	river.MiddlewareDefaults
 
