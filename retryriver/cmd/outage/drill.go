@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// config is the command line of the drill.
+type config struct {
+	url          string // PostgreSQL URL; empty means a SQLite file
+	scale        float64
+	riverDefault bool
+	crash        bool
+	workers      int
+	svg          string
+	seed         uint64
+	keep         bool
+	timeout      time.Duration
+}
+
+// result is what one run of the drill measured.
+type result struct {
+	db         string
+	p          params
+	final      counts
+	provider   stats
+	peak       int
+	drain      time.Duration
+	crashAt    time.Duration // 0 without a crash
+	crashFinal int           // jobs final when the worker was killed
+	crashRun   int           // jobs running when it was killed
+}
+
+// drill runs the outage once: it makes the database and the provider,
+// queues the jobs, starts the workers (in this process, or in worker
+// processes for the crash drill), waits until every job is delivered,
+// dead-lettered or cancelled, and measures.
+func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
+	p, err := paramsFor(c.scale)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openStore(ctx, c.url, c.keep)
+	if err != nil {
+		return nil, err
+	}
+	defer s.cleanup()
+	if c.keep {
+		fmt.Fprintf(stderr, "outage: keeping the database: %s %s\n", s.dsn, s.schema)
+	}
+	pr, err := newProvider(p, c.seed)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.close()
+	fmt.Fprintf(stderr, "outage: queueing %d jobs in %s\n", p.jobs, s.name())
+	if err := s.insert(ctx, p.jobs, p.maxAttempts); err != nil {
+		return nil, err
+	}
+	wc := workerConfig{postgres: s.postgres, dsn: s.dsn, schema: s.schema, providerURL: pr.url,
+		scale: c.scale, riverDefault: c.riverDefault, workers: c.workers}
+
+	r := &result{db: s.name(), p: p}
+	launched := time.Now()
+	stopWorker, err := startWorker(ctx, wc, c.crash, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { stopWorker(false) }()
+
+	crashed := !c.crash
+	lastReport := launched
+	deadline := launched.Add(c.timeout)
+	for {
+		cnt, err := s.counts(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("outage: reading the jobs: %w", err)
+		}
+		now := time.Now()
+		// Times are measured from the provider's first request, when the
+		// outage began.
+		start := pr.started()
+		if start.IsZero() {
+			start = now
+		}
+		if cnt.final() == p.jobs {
+			r.drain = now.Sub(start)
+			r.final = cnt
+			break
+		}
+		if !crashed && cnt.final() >= p.jobs*3/10 && cnt.running > 0 {
+			// Kill the worker process in the middle of the drill, with
+			// jobs in flight, and start a new one.
+			crashed = true
+			r.crashAt, r.crashFinal, r.crashRun = now.Sub(start), cnt.final(), cnt.running
+			stopWorker(true)
+			fmt.Fprintf(stderr, "outage: %5.1fs  killed the worker process (SIGKILL) with %d jobs running; starting a new one\n",
+				r.crashAt.Seconds(), cnt.running)
+			if stopWorker, err = startWorker(ctx, wc, true, stderr); err != nil {
+				return nil, err
+			}
+		}
+		if now.Sub(lastReport) >= time.Second {
+			lastReport = now
+			st := pr.stats()
+			fmt.Fprintf(stderr, "outage: %5.1fs  delivered %5d  dead-lettered %4d  cancelled %4d  waiting %5d  attempts %6d (last second %d)\n",
+				now.Sub(start).Seconds(), cnt.completed, cnt.discarded, cnt.cancelled, cnt.other, len(st.arrivals), lastSecond(st.arrivals, now.Sub(start)))
+		}
+		if now.After(deadline) {
+			return nil, fmt.Errorf("outage: %d of %d jobs still not final after %v: %+v", p.jobs-cnt.final(), p.jobs, c.timeout, cnt)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := s.outcomes(ctx, &r.final); err != nil {
+		return nil, err
+	}
+	r.provider = pr.stats()
+	r.peak = peakPerSecond(r.provider.arrivals)
+	return r, nil
+}
+
+// lastSecond counts the arrivals in the second before now.
+func lastSecond(sorted []time.Duration, now time.Duration) int {
+	n := 0
+	for i := len(sorted) - 1; i >= 0 && sorted[i] > now-time.Second; i-- {
+		n++
+	}
+	return n
+}
+
+// startWorker starts the drill's River workers: in this process, or in a
+// new process of this program when separate (the crash drill, whose worker
+// must be killable). The returned func stops them: kill ends a worker
+// process at once with SIGKILL, as a crash would.
+func startWorker(ctx context.Context, wc workerConfig, separate bool, stderr io.Writer) (stop func(kill bool), err error) {
+	if !separate {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- work(wctx, wc) }()
+		return func(bool) {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintln(stderr, "outage: worker:", err)
+			}
+		}, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, wc.args()...)
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("outage: starting a worker process: %w", err)
+	}
+	var stopped bool
+	return func(kill bool) {
+		if stopped {
+			return
+		}
+		stopped = true
+		if kill {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var exit *exec.ExitError
+			if err != nil && !errors.As(err, &exit) {
+				fmt.Fprintln(stderr, "outage: worker process:", err)
+			}
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}, nil
+}

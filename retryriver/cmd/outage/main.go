@@ -1,0 +1,239 @@
+// Command outage runs the seed's outage drill for real: 10,000 notification
+// jobs go through River workers to a loopback provider that is down for
+// 10 s and then throttles with 429 and Retry-After, under the policy of the
+// seed (5 attempts, Exponential{500ms, 30s} full jitter, a 2 s attempt
+// timeout, a 200/s limiter for every attempt, an idempotency key per
+// notification that the provider deduplicates on), plugged into River with
+// retryriver. It prints delivered, dead-lettered, cancelled and
+// outcome-unknown jobs, attempts, the peak attempts per second and the drain
+// time, beside the same drill in virtual time, and writes an SVG chart of
+// attempts per second with the outage marked. Progress goes to standard
+// error.
+//
+// From the repository root:
+//
+//	cd retryriver && go run ./cmd/outage                      # SQLite in a temporary file
+//	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL"  # PostgreSQL: a schema of its own, dropped after
+//
+// Flags:
+//
+//	-db URL       PostgreSQL URL; empty (the default) means a SQLite file in a temporary folder
+//	-scale s      run s times the jobs over s times every duration, at the same rates (0 < s <= 1; default 1)
+//	-policy name  "retry" (retryriver, the default) or "river" (River's default retry policy, no limiter)
+//	-crash        kill the worker process with SIGKILL once 30% of the jobs are final and some are running, and start a new one
+//	-workers n    River workers (MaxWorkers) per process (default 500)
+//	-svg file     where to write the chart (default outage.svg)
+//	-seed n       seed of the provider's lost replies and of the virtual-time drill (default 1)
+//	-keep         keep the database afterwards (its path or schema is printed)
+//	-timeout d    give up if the jobs are not all final by then (default 30m)
+//
+// It exits with status 1 if any job is left behind or any figure fails its
+// check (every job delivered, dead-lettered or cancelled; each notification
+// sent at most once; every delivered job sent).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	if os.Getenv(workerEnv) != "" {
+		os.Exit(workerMain(os.Args[1:]))
+	}
+	// On SIGINT or SIGTERM the drill stops its worker process and removes
+	// its database before it exits.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("outage", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.url, "db", "", "PostgreSQL URL; empty means a SQLite file in a temporary folder")
+	fs.Float64Var(&c.scale, "scale", 1, "run `s` times the jobs over s times every duration, at the same rates (0 < s <= 1)")
+	policy := fs.String("policy", "retry", `"retry" (retryriver) or "river" (River's default retry policy, no limiter)`)
+	fs.BoolVar(&c.crash, "crash", false, "kill the worker process with SIGKILL once 30% of the jobs are final and some are running, and start a new one")
+	fs.IntVar(&c.workers, "workers", 500, "River workers (MaxWorkers) per process")
+	fs.StringVar(&c.svg, "svg", "outage.svg", "where to write the chart")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the provider's lost replies and of the virtual-time drill")
+	fs.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Minute, "give up if the jobs are not all final by then")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch *policy {
+	case "retry":
+	case "river":
+		c.riverDefault = true
+	default:
+		return c, fmt.Errorf("outage: -policy must be retry or river, not %q", *policy)
+	}
+	if c.workers < 1 {
+		return c, fmt.Errorf("outage: -workers must be at least 1")
+	}
+	if _, err := paramsFor(c.scale); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	r, err := drill(ctx, c, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	var m *modelResult
+	if !c.riverDefault {
+		mr := model(r.p, c.seed)
+		m = &mr
+	}
+	report(stdout, c, r, m)
+	bin := max(100*time.Millisecond, time.Duration(float64(time.Second)*c.scale))
+	ch := chart{
+		title:    fmt.Sprintf("Outage drill on River (%s, %s): attempts per second at the provider", r.db, policyName(c)),
+		arrivals: r.provider.arrivals, bin: bin, outage: r.p.outage, capacity: float64(r.p.capacity), drain: r.drain, crashAt: r.crashAt,
+	}
+	if !c.riverDefault {
+		ch.limit = r.p.limit
+	}
+	if err := writeChart(c.svg, ch); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "chart: %s\n", c.svg)
+	if problems := check(r); len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "outage: FAILED:", p)
+		}
+		return 1
+	}
+	return 0
+}
+
+func writeChart(path string, ch chart) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := ch.write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func policyName(c config) string {
+	if c.riverDefault {
+		return "River's default retry policy"
+	}
+	return "retryriver policy"
+}
+
+// check returns what is wrong with a result: a job left behind, a
+// notification sent twice, a delivered job the provider never sent.
+func check(r *result) []string {
+	var out []string
+	f := r.final
+	if f.final() != r.p.jobs || f.other != 0 {
+		out = append(out, fmt.Sprintf("%d jobs accounted for of %d, %d left", f.final(), r.p.jobs, f.other))
+	}
+	if r.provider.sent > r.p.jobs {
+		out = append(out, fmt.Sprintf("the provider sent %d notifications for %d jobs", r.provider.sent, r.p.jobs))
+	}
+	if f.completed > r.provider.sent {
+		out = append(out, fmt.Sprintf("%d jobs delivered but only %d notifications sent", f.completed, r.provider.sent))
+	}
+	return out
+}
+
+func report(w io.Writer, c config, r *result, m *modelResult) {
+	p := r.p
+	fmt.Fprintf(w, "OUTAGE DRILL on River, real time: %d notification jobs on %s (scale %g)\n", p.jobs, r.db, p.scale)
+	fmt.Fprintf(w, "provider: down for %v (it accepts and never answers: each attempt times out), then serves %d requests per %v;\n", p.outage, p.capacity, p.window)
+	fmt.Fprintf(w, "  above that 429 with Retry-After and retry-after-ms until the window resets; %.0f%% of served replies are lost;\n", 100*p.lostReplies)
+	fmt.Fprintf(w, "  it deduplicates on each notification's Idempotency-Key\n")
+	if c.riverDefault {
+		fmt.Fprintf(w, "policy: River's default retry policy (attempt^4 s, +-10%%), max_attempts %d, job timeout %v, no limiter, no Retry-After\n", p.maxAttempts, p.attemptTimeout)
+	} else {
+		fmt.Fprintf(w, "policy: retryriver with retry.Policy{MaxAttempts: %d, Exponential{Base: %v, Cap: %v} full jitter, AttemptTimeout: %v,\n", p.maxAttempts, p.base, p.cap, p.attemptTimeout)
+		fmt.Fprintf(w, "  Limiter: rate.NewLimiter(%g, %d) for every attempt}\n", p.limit, p.burst)
+	}
+	fmt.Fprintf(w, "workers: %d River workers per process", c.workers)
+	if r.crashAt > 0 {
+		fmt.Fprintf(w, "; the worker process was killed (SIGKILL) at %.1f s, with %d jobs final and %d running, and a new one started", r.crashAt.Seconds(), r.crashFinal, r.crashRun)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	col := func(name string, real any, virtual any) {
+		if m == nil {
+			fmt.Fprintf(tw, "%s\t%v\t\n", name, real)
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%v\t\n", name, real, virtual)
+	}
+	if m == nil {
+		fmt.Fprintf(tw, "\tthis run\t\n")
+	} else {
+		fmt.Fprintf(tw, "\tthis run\tvirtual time (retry.Next, same parameters)\t\n")
+		m = &modelResult{delivered: m.delivered, dead: m.dead, attempts: m.attempts, duplicates: m.duplicates, unknownJobs: m.unknownJobs, peak: m.peak, drain: m.drain}
+	}
+	f := r.final
+	v := func(x int) any {
+		if m == nil {
+			return nil
+		}
+		return x
+	}
+	col("delivered", f.completed, v(m.get(func(m *modelResult) int { return m.delivered })))
+	col("dead-lettered (discarded)", f.discarded, v(m.get(func(m *modelResult) int { return m.dead })))
+	col("cancelled", f.cancelled, v(0))
+	unknown := "not marked (no retryriver middleware)"
+	if !c.riverDefault {
+		unknown = fmt.Sprintf("%d jobs (%d attempts); %d not delivered (reconciliation query)", f.unknownJobs, f.unknownAttempts, f.reconcile)
+	}
+	col("outcome-unknown", unknown, v(m.get(func(m *modelResult) int { return m.unknownJobs })))
+	col("attempts", fmt.Sprintf("%d (provider saw %d)", f.attempts, len(r.provider.arrivals)), v(m.get(func(m *modelResult) int { return m.attempts })))
+	col("peak attempts per second", r.peak, v(m.get(func(m *modelResult) int { return m.peak })))
+	drainModel := any(nil)
+	if m != nil {
+		drainModel = fmt.Sprintf("%.1f s", m.drain.Seconds())
+	}
+	col("drain time", fmt.Sprintf("%.1f s", r.drain.Seconds()), drainModel)
+	col("duplicates absorbed by the key", r.provider.dups, v(m.get(func(m *modelResult) int { return m.duplicates })))
+	tw.Flush()
+	fmt.Fprintf(w, "\nprovider: %d notifications sent (each at most once), %d attempts met the outage, %d throttled (429), %d replies lost\n",
+		r.provider.sent, r.provider.down, r.provider.throttled, r.provider.lost)
+	fmt.Fprintf(w, "accounted for: %d of %d jobs (delivered, dead-lettered or cancelled), %d left behind\n", f.final(), p.jobs, p.jobs-f.final())
+	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window; drain: from the outage's start until no job was left;\n")
+	fmt.Fprintf(w, " outcome-unknown: jobs with an attempt that timed out or whose worker died, marked in metadata %q)\n", "retry_outcome_unknown")
+}
+
+// get reads a figure of the model, 0 when there is none.
+func (m *modelResult) get(f func(*modelResult) int) int {
+	if m == nil {
+		return 0
+	}
+	return f(m)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// provider is the loopback notification service of the drill. Its clock
+// starts at the first request it gets, so that the time workers take to
+// start does not shorten the outage. From then until outage has passed it
+// is down: it accepts each request and never answers,
+// so the attempt ends at its timeout, not knowing whether it took effect.
+// Then it serves at most capacity requests per window (windows counted from
+// start) and answers the rest 429 with the time until the window resets, as
+// Retry-After (whole seconds, rounded up) and retry-after-ms (exact). A
+// served request sends the notification unless its Idempotency-Key was sent
+// before (a duplicate, absorbed: answered 200, not sent again); a share
+// lostReplies of served requests lose their reply (the client times out).
+type provider struct {
+	p     params
+	mu    sync.Mutex
+	start time.Time
+	rng   *rand.Rand
+	win   int64 // index of the current window
+	used  int   // requests served in it
+	sent  map[string]bool
+	// What it saw, for the report.
+	arrivals   []time.Duration // since start
+	down       int
+	throttled  int
+	lost       int
+	duplicates int
+	srv        *http.Server
+	url        string
+}
+
+func newProvider(p params, seed uint64) (*provider, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	pr := &provider{p: p, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), sent: make(map[string]bool), win: -1}
+	pr.srv = &http.Server{Handler: pr, ReadHeaderTimeout: 10 * time.Second}
+	pr.url = "http://" + ln.Addr().String() + "/notify"
+	go pr.srv.Serve(ln)
+	return pr, nil
+}
+
+// started returns when the first request came, zero if none has.
+func (pr *provider) started() time.Time {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.start
+}
+
+func (pr *provider) close() { pr.srv.Close() }
+
+func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	now := time.Now()
+	pr.mu.Lock()
+	if pr.start.IsZero() {
+		pr.start = now
+	}
+	at := now.Sub(pr.start)
+	pr.arrivals = append(pr.arrivals, at)
+	if at < pr.p.outage {
+		pr.down++
+		pr.mu.Unlock()
+		<-r.Context().Done() // down: no answer; the client gives up
+		return
+	}
+	if win := int64(at / pr.p.window); win != pr.win {
+		pr.win, pr.used = win, 0
+	}
+	if pr.used >= pr.p.capacity {
+		pr.throttled++
+		left := pr.p.window*time.Duration(pr.win+1) - at
+		pr.mu.Unlock()
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((left+time.Second-1)/time.Second), 10))
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64((left+time.Millisecond-1)/time.Millisecond), 10))
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	pr.used++
+	if pr.sent[key] {
+		pr.duplicates++
+	} else {
+		pr.sent[key] = true
+	}
+	lost := pr.rng.Float64() < pr.p.lostReplies
+	if lost {
+		pr.lost++
+	}
+	pr.mu.Unlock()
+	if lost {
+		<-r.Context().Done() // sent, but the reply never arrives
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// stats is what the provider saw.
+type stats struct {
+	arrivals                          []time.Duration // sorted
+	sent, down, throttled, lost, dups int
+}
+
+func (pr *provider) stats() stats {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	a := slices.Clone(pr.arrivals)
+	slices.Sort(a)
+	return stats{arrivals: a, sent: len(pr.sent), down: pr.down, throttled: pr.throttled, lost: pr.lost, dups: pr.duplicates}
+}
+
+// peakPerSecond returns the most arrivals in any one-second window, sliding.
+func peakPerSecond(sorted []time.Duration) int {
+	peak, lo := 0, 0
+	for hi, t := range sorted {
+		for t-sorted[lo] >= time.Second {
+			lo++
+		}
+		peak = max(peak, hi-lo+1)
+	}
+	return peak
+}

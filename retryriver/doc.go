@@ -1,0 +1,103 @@
+// Package retryriver runs River jobs (github.com/riverqueue/river) under a
+// [retry.Policy]: the same decisions as [retry.Do], but the time of each
+// next attempt is stored in River's queue instead of a worker sleeping on
+// it, so retries survive restarts and crashes and a worker slot is never
+// held for a backoff.
+//
+// Plug it in where River is configured, in one line:
+//
+//	client, err := river.NewClient(riverpgxv5.New(pool), retryriver.New(policy).Config(&river.Config{
+//		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+//		Workers: workers,
+//	}))
+//
+// [Middleware.Config] adds the [Middleware] to River's Middleware, makes it
+// River's RetryPolicy, and sets River's MaxAttempts from the policy. It
+// works the same on every River driver (riverpgxv5, riversqlite,
+// riverdatabasesql).
+//
+// # What happens after an attempt
+//
+// The middleware wraps each attempt. It sees the worker's error, typed, and
+// asks [retry.Next], with the job's attempt number and max_attempts, the wait
+// it chose last time (kept in the job's metadata), the job's deadline if
+// [WithDeadline] gives one, and a draw from Policy.Rand:
+//
+//   - a retryable error: the job is scheduled at the time Next gives: the
+//     jittered backoff, and never earlier than a delay the server asked for
+//     ([retry.RetryAfter], a [*retry.ResponseError] from
+//     [retry.CheckResponse]); River stores the error with the attempt;
+//   - an error marked [retry.Permanent] or classified Stop, a server delay
+//     above Policy.MaxRetryAfter ([retry.ErrServerDelay]), a retry that could
+//     not start before the job's deadline ([retry.ErrNoTimeLeft]), or a
+//     Budget that refuses the retry ([retry.ErrBudgetExhausted]): the job is
+//     cancelled at once (state cancelled), its error recorded as a
+//     [*retry.Error] that names the reason and keeps the worker's error;
+//   - the error of the last attempt allowed ([retry.ErrExhausted]): River
+//     discards the job (state discarded), which is the dead-letter record:
+//     River keeps every attempt's error in the job's errors column.
+//
+// Errors that are River's to handle pass through untouched: [river.JobSnooze]
+// and [river.JobCancel] returned by the worker, and any error after River
+// ended the job's context (the client stopping, the job cancelled remotely).
+// A worker that uses retry.Do itself returns a [*retry.Error], which the
+// default classifier stops on (retry at one layer: see
+// [retry.DefaultClassifier]).
+//
+// # How the decision reaches River
+//
+// River asks its ClientRetryPolicy for the next attempt's time after the
+// attempt, but passes it only the job row, whose errors do not yet include
+// this attempt's error, so a retry policy alone cannot classify the error or
+// read a server's delay. A worker middleware sees the typed error but cannot
+// set the time. So the [Middleware] is both: its Work method decides and
+// leaves the time in a map keyed by job ID and attempt number; its
+// NextRetry method, which River's executor calls next in the same process
+// for the same job and attempt, takes it from there. When Work made no
+// decision (the worker panicked, River's rescuer is retrying a job whose
+// worker process died) NextRetry applies the policy's backoff to the attempt
+// number. Stops need no hand-over: Work returns river.JobCancel, or leaves
+// the last attempt's error to River's own discard.
+//
+// # Attempts, budget, limiter, deadline
+//
+// River's max_attempts is the policy's MaxAttempts ([Middleware.MaxAttempts]:
+// 0 means 4, negative means 32767, the most River stores). A job inserted
+// with its own MaxAttempts keeps it, and the middleware decides with the
+// job's value, so River and the policy always agree on the last attempt.
+//
+// The policy's Budget and Limiter, if any, count the attempts of the worker
+// process that runs the middleware: the Budget gets a deposit at each job's
+// first attempt and pays for each retry; the Limiter paces every attempt,
+// retries included: a job waits for its token on a timer before its worker
+// runs, holding its worker slot (so MaxWorkers bounds how many wait). Each
+// process has its own; for a limit across processes, divide the rate.
+// Policy.AttemptTimeout bounds each attempt's context. [WithDeadline] gives
+// each job a deadline: no attempt starts after it, and a retry that could
+// not start before it is not scheduled.
+//
+// # Outcome unknown, and reconciliation
+//
+// An attempt whose outcome is unknown ([retry.OutcomeUnknown]: a timeout, a
+// connection broken after the request was sent), or whose worker process
+// died during it, may have taken effect. The middleware lists such attempts
+// in the job's metadata under [MetadataOutcomeUnknown]. The jobs that
+// stopped (cancelled or discarded) after such an attempt need reconciling
+// before their work is done again by other means; one query finds them. On
+// PostgreSQL:
+//
+//	SELECT id, kind, args, state, metadata->'retry_outcome_unknown' AS unknown_attempts, errors
+//	FROM river_job
+//	WHERE metadata ? 'retry_outcome_unknown' AND state IN ('cancelled', 'discarded');
+//
+// On SQLite:
+//
+//	SELECT id, kind, args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, errors
+//	FROM river_job
+//	WHERE json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL AND state IN ('cancelled', 'discarded');
+//
+// Without the state condition the query also finds completed jobs that may
+// have done their work twice (harmless with an idempotency key). The
+// middleware also records [MetadataStop] (why the policy stopped the job),
+// [MetadataWait] and [MetadataAttempt].
+package retryriver

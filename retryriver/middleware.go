@@ -1,0 +1,363 @@
+package retryriver
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/seed93a044d1/retry"
+)
+
+// Middleware runs River jobs under a [retry.Policy]. It is both a River
+// worker middleware ([rivertype.WorkerMiddleware]), which sees each
+// attempt's error and decides with [retry.Next], and River's
+// [river.ClientRetryPolicy], which hands River the time that decision gave.
+// Install it with [Middleware.Config], which sets both and River's
+// MaxAttempts in one line.
+//
+// After a failed attempt, in this order: an error from a job whose context
+// River ended (client stopping, job cancelled remotely) or a [river.JobSnooze]
+// or [river.JobCancel] from the worker goes back to River untouched; an error
+// the policy stops on ([retry.Permanent], classified Stop, a server delay
+// above MaxRetryAfter, no time left before the job's deadline, the budget
+// refusing the retry) cancels the job at once with a [*retry.Error] that
+// keeps the error; the last allowed attempt's error leaves the job to River,
+// which discards it with every attempt's error; any other error is returned
+// to River and the job is scheduled at the time retry.Next gave.
+//
+// The zero value runs jobs under the zero retry.Policy (the core's
+// defaults); [New] gives it a policy. A Middleware is safe for concurrent
+// use by all of a client's workers, and one Middleware belongs to one River
+// client (its Budget and Limiter count that process's attempts).
+type Middleware struct {
+	river.MiddlewareDefaults
+
+	policy   retry.Policy
+	deadline func(*rivertype.JobRow) time.Time
+	handoff  handoff
+	woke     func() // for tests: called when a limiter wait ends, to stall the waiter
+}
+
+// Option configures a [Middleware] made by [New].
+type Option func(*Middleware)
+
+// WithDeadline gives each job a deadline, the counterpart of the caller's
+// context deadline in [retry.Do]: no attempt starts at or after it, each
+// attempt's context ends by it, and a retry that could not start
+// Policy.MinAttemptTime before it is not scheduled: the job is cancelled
+// with [retry.ErrNoTimeLeft]. f is called once per attempt, from any worker
+// goroutine; a zero time means no deadline. A nil f means none.
+//
+// For example, to give up on a notification an hour after it was queued:
+//
+//	retryriver.WithDeadline(func(job *rivertype.JobRow) time.Time { return job.CreatedAt.Add(time.Hour) })
+func WithDeadline(f func(job *rivertype.JobRow) time.Time) Option {
+	return func(m *Middleware) { m.deadline = f }
+}
+
+// New returns a Middleware that runs every job under p. p is copied; its
+// Budget and Limiter, if any, are shared by every job this client works, so
+// they apply to the attempts of one worker process. p.OnRetry, if set, is
+// called on the worker goroutine when a retry is scheduled, with the time
+// until the next attempt is due.
+func New(p retry.Policy, opts ...Option) *Middleware {
+	m := &Middleware{policy: p}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	return m
+}
+
+// maxRiverAttempts is the largest max_attempts River stores (a smallint).
+const maxRiverAttempts = math.MaxInt16
+
+// MaxAttempts returns the max_attempts River should give jobs so that it
+// agrees with the policy: Policy.MaxAttempts, 4 when it is 0 (the core's
+// default), and 32767, the largest River stores, when it is negative (no
+// limit: the job's deadline or the classifier bounds it).
+func (m *Middleware) MaxAttempts() int {
+	switch n := m.policy.MaxAttempts; {
+	case n == 0:
+		return 4
+	case n < 0 || n > maxRiverAttempts:
+		return maxRiverAttempts
+	default:
+		return n
+	}
+}
+
+// Config returns a copy of cfg (nil means a zero river.Config) that runs
+// every job under the policy: m is appended to its Middleware, it is the
+// RetryPolicy, and MaxAttempts is [Middleware.MaxAttempts]. It is the
+// one-line setup:
+//
+//	client, err := river.NewClient(riverpgxv5.New(pool), retryriver.New(policy).Config(&river.Config{
+//		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+//		Workers: workers,
+//	}))
+//
+// A job inserted with its own MaxAttempts (InsertOpts, JobArgsWithInsertOpts)
+// keeps it: the middleware reads each job's max_attempts, so River and the
+// policy still agree on when it is exhausted. A worker that defines its own
+// NextRetry overrides the schedule for its jobs, as it does in River.
+func (m *Middleware) Config(cfg *river.Config) *river.Config {
+	var c river.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Middleware = append(slices.Clip(c.Middleware), m)
+	c.RetryPolicy = m
+	c.MaxAttempts = m.MaxAttempts()
+	return &c
+}
+
+// Work runs one attempt of job under the policy; River calls it around the
+// worker. Before the attempt it stops the job if its deadline has come,
+// paces the attempt with the policy's Limiter (waiting on a timer that the
+// job's context interrupts) and deposits in the Budget on the job's first
+// attempt; it bounds the attempt by Policy.AttemptTimeout and the deadline;
+// after a failed attempt it decides as [Middleware] says, records the
+// decision in the job's metadata, and leaves the next attempt's time for
+// [Middleware.NextRetry]. A panic in the worker propagates to River
+// unchanged.
+func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	p := m.policy
+	st := readState(job.Metadata)
+	lost := st.lostAttempts(job.Attempt)
+	deadline := m.jobDeadline(job)
+	start := time.Now()
+
+	if reason := m.pace(ctx, deadline, start); reason != nil {
+		if ctx.Err() != nil {
+			// River ended the job's context while it waited for the limiter
+			// (the client is stopping): give it back untouched, so River
+			// makes it available again without counting the attempt.
+			return reason
+		}
+		return m.stop(ctx, job, &st, reason, nil, time.Now())
+	}
+	now := time.Now()
+	if p.Budget != nil && job.Attempt <= 1 {
+		p.Budget.Deposit(now)
+	}
+
+	err := attempt(ctx, now, p.AttemptTimeout, deadline, doInner)
+	if err == nil {
+		if lost {
+			m.record(ctx, job, &st, 0, "")
+		}
+		return nil
+	}
+	var snooze *rivertype.JobSnoozeError
+	if ctx.Err() != nil || errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{}) {
+		return err
+	}
+	now = time.Now()
+	if retry.OutcomeUnknown(err) && !slices.Contains(st.Unknown, job.Attempt) {
+		st.Unknown = append(st.Unknown, job.Attempt)
+		lost = true
+	}
+	rp := p
+	rp.MaxAttempts = job.MaxAttempts // River discards when attempt >= max_attempts; so does Next
+	if rp.MaxAttempts <= 0 {
+		rp.MaxAttempts = m.MaxAttempts()
+	}
+	u := rand.Float64
+	if p.Rand != nil {
+		u = p.Rand
+	}
+	wait, reason := retry.Next(rp, job.Attempt, st.prevWait, err, now, deadline, u())
+	if reason == nil && p.Budget != nil && !p.Budget.Withdraw(now) {
+		reason = retry.ErrBudgetExhausted
+	}
+	if reason != nil {
+		return m.stop(ctx, job, &st, reason, err, now)
+	}
+	m.handoff.put(job.ID, job.Attempt, now.Add(wait), now)
+	m.record(ctx, job, &st, wait, "")
+	if p.OnRetry != nil {
+		p.OnRetry(retry.RetryEvent{Attempt: job.Attempt, Err: err, Wait: wait, Elapsed: now.Sub(job.CreatedAt)})
+	}
+	return err
+}
+
+// stop ends the job with the core's reason: River discards it when the
+// attempts are exhausted (its own rule gives the same answer), and cancels
+// it for every other reason. The stored error is a *retry.Error that keeps
+// last, the attempt's error (nil when no attempt was made).
+func (m *Middleware) stop(ctx context.Context, job *rivertype.JobRow, st *state, reason, last error, now time.Time) error {
+	attempts := job.Attempt
+	if last == nil {
+		attempts-- // this run made no attempt
+	}
+	err := &retry.Error{
+		Attempts:       max(attempts, 0),
+		Elapsed:        now.Sub(job.CreatedAt),
+		Reason:         reason,
+		Last:           last,
+		OutcomeUnknown: len(st.Unknown) > 0,
+	}
+	m.record(ctx, job, st, 0, strings.TrimPrefix(reason.Error(), "retry: "))
+	if errors.Is(reason, retry.ErrExhausted) {
+		return err
+	}
+	return river.JobCancel(err)
+}
+
+// record writes the middleware's state into the job's metadata, merged by
+// River with the attempt's outcome.
+func (m *Middleware) record(ctx context.Context, job *rivertype.JobRow, st *state, wait time.Duration, stop string) {
+	// MetadataSet fails only outside a River work context (a direct call in a
+	// test); there is nothing to record into then.
+	_ = river.MetadataSet(ctx, MetadataAttempt, job.Attempt)
+	if len(st.Unknown) > 0 {
+		_ = river.MetadataSet(ctx, MetadataOutcomeUnknown, st.Unknown)
+	}
+	if wait > 0 {
+		_ = river.MetadataSet(ctx, MetadataWait, wait.String())
+	}
+	if stop != "" {
+		_ = river.MetadataSet(ctx, MetadataStop, stop)
+	}
+}
+
+// NextRetry returns when job's next attempt is due; River calls it after a
+// failed attempt that is not its last. It is the time [Middleware.Work]
+// decided with retry.Next, never earlier than now (River replaces a time in
+// the past with its own default schedule).
+//
+// When Work made no decision for this attempt (the worker panicked, River's
+// rescuer is retrying a job whose worker died, or an error from outside the
+// middleware), it applies the policy's backoff to the attempt number, with
+// no server delay, since there is no error to read one from; if the policy
+// leaves no time for another attempt it returns now, and the next attempt's
+// Work stops the job. It is safe for concurrent use.
+func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
+	now := time.Now()
+	if at, ok := m.handoff.take(job.ID, job.Attempt); ok {
+		if at.Before(now) {
+			return now.UTC()
+		}
+		return at.UTC()
+	}
+	p := m.policy
+	p.MaxAttempts = -1 // River calls NextRetry only when attempts are left
+	u := rand.Float64
+	if m.policy.Rand != nil {
+		u = m.policy.Rand
+	}
+	wait, reason := retry.Next(p, job.Attempt, readState(job.Metadata).prevWait, errNoDecision, now, m.jobDeadline(job), u())
+	if reason != nil {
+		return now.UTC()
+	}
+	return now.Add(wait).UTC()
+}
+
+// errNoDecision stands for the error of an attempt that Work did not see end.
+var errNoDecision = retry.Transient(errors.New("retryriver: attempt ended without a decision"))
+
+// jobDeadline returns the job's deadline, zero for none.
+func (m *Middleware) jobDeadline(job *rivertype.JobRow) time.Time {
+	if m.deadline == nil {
+		return time.Time{}
+	}
+	return m.deadline(job)
+}
+
+// pace stops an attempt that cannot start before the deadline and waits for
+// the policy's Limiter, as retry.Do does before each attempt (a reservation
+// and one timer): the wait may not end within MinAttemptTime of the
+// deadline. It returns the reason to stop, or the cause of the job's
+// context if River ended it during the wait.
+func (m *Middleware) pace(ctx context.Context, deadline, now time.Time) error {
+	p := m.policy
+	if !fits(now, 0, p.MinAttemptTime, deadline) {
+		return retry.ErrNoTimeLeft
+	}
+	if p.Limiter == nil {
+		return nil
+	}
+	// A worker process that stalls (CPU starvation, a long GC pause) wakes
+	// every attempt whose token came due meanwhile at once: with 500 jobs
+	// queued for a 200/s limiter, a 2 s stall would send 400 attempts in a
+	// burst. So an attempt that wakes later than the limiter needs to refill
+	// its burst reserves a token again, from the time it really woke: the
+	// stalled attempts are spaced anew, and at most a burst goes at once.
+	late := max(time.Millisecond, time.Duration(float64(p.Limiter.Burst())/float64(p.Limiter.Limit())*float64(time.Second)))
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		r := p.Limiter.ReserveN(now, 1)
+		if !r.OK() {
+			return errLimiterBurst
+		}
+		d := r.DelayFrom(now)
+		if d <= 0 {
+			return nil
+		}
+		if !fits(now, d, p.MinAttemptTime, deadline) {
+			r.CancelAt(now)
+			return retry.ErrNoTimeLeft
+		}
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			r.Cancel()
+			return context.Cause(ctx)
+		}
+		if m.woke != nil {
+			m.woke()
+		}
+		due := now.Add(d)
+		if now = time.Now(); now.Sub(due) <= late {
+			return nil
+		}
+	}
+}
+
+var errLimiterBurst = errors.New("retryriver: Limiter's burst is 0: no attempt can ever start")
+
+// fits reports whether an attempt that starts after wait still has
+// minAttempt of its own strictly before the deadline (zero: none), the
+// core's rule for every wait.
+func fits(now time.Time, wait, minAttempt time.Duration, deadline time.Time) bool {
+	if deadline.IsZero() {
+		return true
+	}
+	left := deadline.Sub(now)
+	wait, minAttempt = max(wait, 0), max(minAttempt, 0)
+	return wait < left && minAttempt < left-wait
+}
+
+// attempt runs doInner on a context that ends at the earlier of now+timeout
+// (when timeout is positive) and the deadline (when set).
+func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline time.Time, doInner func(context.Context) error) error {
+	end := deadline
+	if timeout > 0 && (end.IsZero() || now.Add(timeout).Before(end)) {
+		end = now.Add(timeout)
+	}
+	if end.IsZero() {
+		return doInner(ctx)
+	}
+	actx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	return doInner(actx)
+}
