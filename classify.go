@@ -201,7 +201,9 @@ func sqlDecision(state string) Decision {
 //     error with a SQLSTATE the server sent (it reports a statement it did
 //     not carry out) other than a connection exception: false;
 //   - a timeout (context.DeadlineExceeded, a net.Error whose Timeout() is
-//     true), a connection reset or aborted, a broken pipe,
+//     true), an error whose SafeToRetry() method reports false (pgx's "the
+//     request may have been sent", as when a COMMIT's connection closes
+//     before its answer), a connection reset or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF, a SQLSTATE connection exception (class 08) other
 //     than 08001 and 08004, which say the connection was never made, an
 //     HTTP connection closed before the response came (io.EOF inside a
@@ -384,8 +386,14 @@ func (f *facts) note(err error) {
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
 	}
-	if s, ok := err.(interface{ SafeToRetry() bool }); ok && s.SafeToRetry() {
-		f.set |= isUnsent
+	if s, ok := err.(interface{ SafeToRetry() bool }); ok {
+		if s.SafeToRetry() {
+			f.set |= isUnsent
+		} else {
+			// pgx's way of saying the request may have been sent: a COMMIT
+			// whose connection closed before its answer came back.
+			f.set |= isSent
+		}
 	}
 	if s, ok := err.(interface{ SQLState() string }); ok && !f.has(isSQL) {
 		f.set |= isSQL

@@ -88,7 +88,8 @@ func TestDefaultClassifierDriverErrors(t *testing.T) {
 	}{
 		{"driver.ErrBadConn", fmt.Errorf("query: %w", driver.ErrBadConn), retry.Retry, false},
 		{"SafeToRetry true", safeToRetry(true), retry.Retry, false},
-		{"SafeToRetry false", safeToRetry(false), retry.Unknown, false},
+		{"SafeToRetry false: maybe sent", safeToRetry(false), retry.Unknown, true},
+		{"SafeToRetry false with a SQLSTATE: the server answered", errors.Join(safeToRetry(false), sqlError("23505")), retry.Stop, false},
 		// SafeToRetry proves nothing was sent, so even a timeout on the way
 		// (while dialing, say) leaves nothing to reconcile.
 		{"SafeToRetry over a timeout", errors.Join(safeToRetry(true), timeoutError{}), retry.Retry, false},

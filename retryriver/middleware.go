@@ -64,9 +64,12 @@ func WithDeadline(f func(job *rivertype.JobRow) time.Time) Option {
 
 // New returns a Middleware that runs every job under p. p is copied; its
 // Budget and Limiter, if any, are shared by every job this client works, so
-// they apply to the attempts of one worker process. p.OnRetry, if set, is
-// called on the worker goroutine when a retry is scheduled, with the time
-// until the next attempt is due.
+// they apply to the attempts of one worker process. p.Observe, if set, is
+// called on the worker goroutine with the job's context: after each attempt
+// (with Retry and Wait when a retry is scheduled; the wait is one value,
+// set by the server's delay when that is at least as long, else by the
+// backoff), and with Done when the job ends here, delivered or stopped. A
+// job whose attempts run in several processes is observed in each.
 func New(p retry.Policy, opts ...Option) *Middleware {
 	m := &Middleware{policy: p}
 	for _, o := range opts {
@@ -155,17 +158,27 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		if lost {
 			m.record(ctx, job, &st, 0, "")
 		}
+		if p.Observe != nil {
+			end := time.Now()
+			p.Observe(ctx, retry.Event{Attempt: job.Attempt, Duration: end.Sub(now), Elapsed: end.Sub(job.CreatedAt)})
+			p.Observe(ctx, retry.Event{Attempt: job.Attempt, Done: true, Elapsed: end.Sub(job.CreatedAt),
+				OutcomeUnknown: len(st.Unknown) > 0})
+		}
 		return nil
 	}
+	began := now
 	var snooze *rivertype.JobSnoozeError
 	if ctx.Err() != nil || errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{}) {
 		return err
 	}
 	now = time.Now()
-	if retry.OutcomeUnknown(err) && !slices.Contains(st.Unknown, job.Attempt) {
+	unknown := retry.OutcomeUnknown(err)
+	if unknown && !slices.Contains(st.Unknown, job.Attempt) {
 		st.Unknown = append(st.Unknown, job.Attempt)
 		lost = true
 	}
+	observed := retry.Event{Attempt: job.Attempt, Err: err, Duration: now.Sub(began), Elapsed: now.Sub(job.CreatedAt),
+		OutcomeUnknown: unknown}
 	rp := p
 	rp.MaxAttempts = job.MaxAttempts // River discards when attempt >= max_attempts; so does Next
 	if rp.MaxAttempts <= 0 {
@@ -180,12 +193,22 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		reason = retry.ErrBudgetExhausted
 	}
 	if reason != nil {
+		if p.Observe != nil {
+			p.Observe(ctx, observed)
+		}
 		return m.stop(ctx, job, &st, reason, err, now)
 	}
 	m.handoff.put(job.ID, job.Attempt, now.Add(wait), now)
 	m.record(ctx, job, &st, wait, "")
-	if p.OnRetry != nil {
-		p.OnRetry(retry.RetryEvent{Attempt: job.Attempt, Err: err, Wait: wait, Elapsed: now.Sub(job.CreatedAt)})
+	if p.Observe != nil {
+		observed.Retry, observed.Wait = true, wait
+		var re *retry.ResponseError
+		if errors.As(err, &re) && re.RetryAfter >= wait {
+			observed.ServerDelay = re.RetryAfter
+		} else {
+			observed.Backoff = wait
+		}
+		p.Observe(ctx, observed)
 	}
 	return err
 }
@@ -207,6 +230,10 @@ func (m *Middleware) stop(ctx context.Context, job *rivertype.JobRow, st *state,
 		OutcomeUnknown: len(st.Unknown) > 0,
 	}
 	m.record(ctx, job, st, 0, strings.TrimPrefix(reason.Error(), "retry: "))
+	if m.policy.Observe != nil {
+		m.policy.Observe(ctx, retry.Event{Attempt: err.Attempts, Done: true, Err: err, Elapsed: err.Elapsed,
+			Reason: reason, OutcomeUnknown: err.OutcomeUnknown})
+	}
 	if errors.Is(reason, retry.ErrExhausted) {
 		return err
 	}

@@ -81,8 +81,11 @@ func TestTransientErrorsFollowNext(t *testing.T) {
 			run := policy
 			run.Rand = seeded(7)
 			var mu sync.Mutex
-			var retried []time.Time // when OnRetry ran, just after each decision
-			run.OnRetry = func(retry.RetryEvent) {
+			var retried []time.Time // when Observe saw each retry, just after its decision
+			run.Observe = func(_ context.Context, e retry.Event) {
+				if !e.Retry {
+					return
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				retried = append(retried, time.Now())
@@ -92,7 +95,7 @@ func TestTransientErrorsFollowNext(t *testing.T) {
 			})
 
 			require.Len(t, runs, 4)
-			require.Len(t, retried, 3, "OnRetry calls")
+			require.Len(t, retried, 3, "retries observed")
 			want := policy
 			u := seeded(7)
 			var prev time.Duration
@@ -104,8 +107,8 @@ func TestTransientErrorsFollowNext(t *testing.T) {
 				assert.Equal(t, k+1, next.attempt)
 				md := metadata(t, next.metadata)
 				assert.Equal(t, wait.String(), md[retryriver.MetadataWait], "stored wait after attempt %d", k)
-				// Work decided after attempt k returned and before it called
-				// OnRetry; the database may round to the millisecond (SQLite)
+				// Work decided after attempt k returned and before Observe saw
+				// the retry; the database may round to the millisecond (SQLite)
 				// or microsecond (PostgreSQL).
 				const slack = time.Millisecond
 				decided := next.scheduledAt.Add(-wait)
