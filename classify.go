@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Decision is a classifier's verdict on an error.
@@ -126,6 +127,12 @@ func Classifiers(cs ...Classifier) Classifier {
 // and is safe for concurrent use.
 func DefaultClassifier(err error) Decision {
 	f := inspect(err)
+	return f.decision()
+}
+
+// decision applies the rules of DefaultClassifier to the facts of an error.
+func (f *facts) decision() Decision {
+
 	switch {
 	case f.has(isCanceled):
 		return Stop
@@ -221,6 +228,12 @@ func sqlDecision(state string) Decision {
 // It is safe for concurrent use and does not allocate.
 func OutcomeUnknown(err error) bool {
 	f := inspect(err)
+	return f.outcomeUnknown()
+}
+
+// outcomeUnknown applies the rules of OutcomeUnknown to the facts of an error.
+func (f *facts) outcomeUnknown() bool {
+
 	switch {
 	case f.has(isDecided):
 		return f.has(isUnknown)
@@ -253,8 +266,11 @@ func sqlOutcomeUnknown(state string) bool {
 // allocating.
 type facts struct {
 	set      fact
-	status   int    // of the first *ResponseError
-	sqlState string // of the first error with a SQLState method
+	status   int           // of the first *ResponseError
+	sqlState string        // of the first error with a SQLState method
+	mark     Decision      // of the outermost Permanent or Transient marker; Unknown if none
+	delay    time.Duration // the server's delay carried by the outermost error that has one
+	delayed  bool          // whether one has
 }
 
 type fact uint32
@@ -369,6 +385,10 @@ func (f *facts) note(err error) {
 	case *Error:
 		f.set |= isRetried
 		f.decide(e.OutcomeUnknown)
+	case *marked:
+		if f.mark == Unknown {
+			f.mark = e.decision
+		}
 	case *tls.CertificateVerificationError, x509.UnknownAuthorityError, x509.CertificateInvalidError,
 		x509.HostnameError, x509.SystemRootsError, x509.UnhandledCriticalExtension,
 		x509.ConstraintViolationError, x509.InsecureAlgorithmError, tls.RecordHeaderError, tls.AlertError:
@@ -385,6 +405,9 @@ func (f *facts) note(err error) {
 	}
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
+	}
+	if d, ok := err.(serverDelayer); ok && !f.delayed {
+		f.delay, f.delayed = d.serverDelay(), true
 	}
 	if s, ok := err.(interface{ SafeToRetry() bool }); ok {
 		if s.SafeToRetry() {
@@ -483,42 +506,20 @@ func unmark(err error) error {
 	}
 }
 
-// classify gives the loop's decision for a failed attempt: the outermost
-// marker, else the policy's classifier; Unknown retries.
-func classify(c Classifier, err error) Decision {
-	if m, ok := find[*marked](err); ok {
-		return m.decision
+// classify gives the loop's decision for a failed attempt, from its error
+// and that error's facts: the outermost marker, else the policy's
+// classifier (nil: the default rules); Unknown retries.
+func classify(c Classifier, err error, f *facts) Decision {
+	d := f.mark
+	switch {
+	case d != Unknown:
+	case c == nil:
+		d = f.decision()
+	default:
+		d = c(err)
 	}
-	if c == nil {
-		c = DefaultClassifier
-	}
-	if c(err) == Stop {
+	if d == Stop {
 		return Stop
 	}
 	return Retry
-}
-
-// find returns the first error in err's tree, in the order errors.As uses
-// (depth first, pre-order), that has type E. Unlike errors.As it takes no
-// pointer target, so nothing escapes to the heap.
-func find[E error](err error) (E, bool) {
-	for err != nil && !nilPointer(err) {
-		if e, ok := err.(E); ok {
-			return e, true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range u.Unwrap() {
-				if e, ok := find[E](inner); ok {
-					return e, true
-				}
-			}
-			return *new(E), false
-		default:
-			return *new(E), false
-		}
-	}
-	return *new(E), false
 }

@@ -12,19 +12,23 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// idError is an error with an identity, which may wrap another.
+// idError is an error with an identity, which may wrap another. Its
+// identity is the server delay it carries, so that the walk's choice of the
+// outermost delay shows which error it found first.
 type idError struct {
 	id    int
 	inner error
 }
 
-func (e *idError) Error() string { return fmt.Sprint("id ", e.id) }
-func (e *idError) Unwrap() error { return e.inner }
+func (e *idError) Error() string              { return fmt.Sprint("id ", e.id) }
+func (e *idError) Unwrap() error              { return e.inner }
+func (e *idError) serverDelay() time.Duration { return time.Duration(e.id) }
 
 // multi is an error with several causes, nil ones included.
 type multi []error
@@ -38,7 +42,9 @@ type unwrapsToNil struct{}
 func (unwrapsToNil) Error() string { return "unwraps to nil" }
 func (unwrapsToNil) Unwrap() error { return nil }
 
-func TestFindMatchesErrorsAs(t *testing.T) {
+// The walk takes the first error of a kind in the order errors.As finds it
+// (depth first, pre-order), as the outermost marker and delay rules need.
+func TestWalkOrderMatchesErrorsAs(t *testing.T) {
 	t.Parallel()
 	plain := errors.New("plain")
 	id1, id2, id3 := &idError{id: 1}, &idError{id: 2}, &idError{id: 3}
@@ -70,39 +76,19 @@ func TestFindMatchesErrorsAs(t *testing.T) {
 			require.Equal(t, want != nil, asOK, "precondition: errors.As agrees with the table")
 			require.Equal(t, want, viaAs, "precondition: errors.As agrees with the table")
 
-			got, ok := find[*idError](tt.err)
-			assert.Equal(t, want != nil, ok, "find(%v) ok = %v, want %v", tt.err, ok, want != nil)
-			assert.Same(t, want, got, "find(%v) = %v, want %v", tt.err, got, want)
+			f := inspect(tt.err)
+			assert.Equal(t, want != nil, f.delayed, "inspect(%v).delayed = %v, want %v", tt.err, f.delayed, want != nil)
+			if want != nil {
+				assert.Equal(t, time.Duration(want.id), f.delay, "inspect(%v) found id %d, want %d", tt.err, f.delay, want.id)
+			}
 		})
 	}
 }
 
-func TestFindValueAndInterfaceTypes(t *testing.T) {
-	t.Parallel()
-	hostErr := x509.HostnameError{Host: "example.test"}
-	err := &url.Error{Op: "Get", URL: "https://example.test", Err: &tls.CertificateVerificationError{Err: hostErr}}
-
-	gotHost, ok := find[x509.HostnameError](err)
-	assert.True(t, ok, "find[x509.HostnameError] ok = false, want true")
-	assert.Equal(t, "example.test", gotHost.Host)
-
-	_, ok = find[x509.UnknownAuthorityError](err)
-	assert.False(t, ok, "find[x509.UnknownAuthorityError] ok = true, want false")
-
-	// An interface type matches the outermost error that implements it.
-	gotNet, ok := find[net.Error](err)
-	assert.True(t, ok, "find[net.Error] ok = false, want true")
-	assert.Same(t, err, gotNet)
-}
-
-func TestFindDoesNotAllocate(t *testing.T) {
+func TestInspectDoesNotAllocate(t *testing.T) {
 	tree := errors.Join(errors.New("a"), fmt.Errorf("b: %w", multi{io.EOF, &idError{id: 1}}))
-	var ok bool
-	allocs := testing.AllocsPerRun(100, func() { _, ok = find[*idError](tree) })
-	assert.True(t, ok)
-	assert.Zero(t, allocs, "find allocates %v times, want 0", allocs)
 	var f facts
-	allocs = testing.AllocsPerRun(100, func() { f = inspect(tree) })
+	allocs := testing.AllocsPerRun(100, func() { f = inspect(tree) })
 	assert.Equal(t, isEOF, f.set, "inspect(%v) facts = %b, want %b", tree, f.set, isEOF)
 	assert.Zero(t, allocs, "inspect allocates %v times, want 0", allocs)
 }
@@ -161,7 +147,8 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := classify(tt.c, tt.err)
+			f := inspect(tt.err)
+			got := classify(tt.c, tt.err, &f)
 			assert.Equal(t, tt.want, got, "classify(%v) = %v, want %v", tt.err, got, tt.want)
 		})
 	}
@@ -171,10 +158,14 @@ func TestClassifyAsksNoClassifierWhenMarked(t *testing.T) {
 	t.Parallel()
 	calls := 0
 	c := func(error) Decision { calls++; return Unknown }
-	classify(c, Permanent(errors.New("x")))
-	classify(c, Transient(errors.New("x")))
+	for _, err := range []error{Permanent(errors.New("x")), Transient(errors.New("x"))} {
+		f := inspect(err)
+		classify(c, err, &f)
+	}
 	assert.Zero(t, calls, "classifier called %d times, want 0", calls)
-	classify(c, errors.New("x"))
+	err := errors.New("x")
+	f := inspect(err)
+	classify(c, err, &f)
 	assert.Equal(t, 1, calls, "classifier called %d times, want 1", calls)
 }
 

@@ -236,7 +236,8 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		}
 		now = time.Now()
 		c.last = unmark(err)
-		unknown := OutcomeUnknown(err)
+		f := inspect(err) // one walk of the error tree serves every rule
+		unknown := f.outcomeUnknown()
 		c.unknown = c.unknown || unknown
 		if passed(ctx, now) {
 			c.observeAttempt(began, now, c.last, unknown, step{})
@@ -246,7 +247,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		if p.Rand != nil {
 			u = p.Rand
 		}
-		s, reason := decide(p, c.attempts, prev, err, now, deadline, u())
+		s, reason := decide(p, c.attempts, prev, err, &f, now, deadline, u())
 		if reason != nil {
 			c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
 			return c.stop(now, reason)
@@ -283,10 +284,13 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 			s.retry, s.wait = true, at.Sub(now)
 			c.observeAttempt(began, now, c.last, unknown, s)
 		}
-		if !c.sleepUntil(ctx, p.Limiter, r, at) {
-			return c.stop(time.Now(), stopCause(ctx))
+		if at.After(now) { // a retry at once reads the clock no more
+			if !c.sleepUntil(ctx, p.Limiter, r, at) {
+				return c.stop(time.Now(), stopCause(ctx))
+			}
+			now = time.Now()
 		}
-		if now = time.Now(); passed(ctx, now) {
+		if passed(ctx, now) {
 			return c.stop(now, stopCause(ctx))
 		}
 	}
@@ -406,7 +410,11 @@ func (c *call) observeAttempt(began, end time.Time, err error, unknown bool, s s
 // Next does not look at a context, and does not touch the Budget or the
 // Limiter, which hold state: a worker that uses them calls them itself.
 func Next(p Policy, attempt int, prev time.Duration, err error, now, deadline time.Time, u float64) (wait time.Duration, stop error) {
-	s, stop := decide(p, attempt, prev, err, now, deadline, u)
+	if err == nil {
+		return 0, ErrNotRetryable
+	}
+	f := inspect(err)
+	s, stop := decide(p, attempt, prev, err, &f, now, deadline, u)
 	if stop != nil {
 		return 0, stop
 	}
@@ -421,10 +429,11 @@ type step struct {
 	server  time.Duration // the server's requested delay; 0 if none
 }
 
-// decide is Next, with the parts of the wait kept apart for Observe.
-func decide(p Policy, attempt int, prev time.Duration, err error, now, deadline time.Time, u float64) (step, error) {
+// decide is Next for a non-nil err whose facts are f, with the parts of the
+// wait kept apart for Observe.
+func decide(p Policy, attempt int, prev time.Duration, err error, f *facts, now, deadline time.Time, u float64) (step, error) {
 	var s step
-	if err == nil || classify(p.Classifier, err) == Stop {
+	if classify(p.Classifier, err, f) == Stop {
 		return s, ErrNotRetryable
 	}
 	attempt = max(attempt, 1)
@@ -442,7 +451,7 @@ func decide(p Policy, attempt int, prev time.Duration, err error, now, deadline 
 	// A faulty Rand must not hand a custom Backoff a u outside [0, 1).
 	s.backoff = max(b.Delay(attempt, prev, unit(u)), 0)
 	s.wait = s.backoff
-	if s.server = serverDelay(err); s.server > 0 {
+	if s.server = max(f.delay, 0); s.server > 0 {
 		ceiling := p.MaxRetryAfter
 		if ceiling == 0 {
 			ceiling = defaultMaxRetryAfter

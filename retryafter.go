@@ -221,15 +221,6 @@ type serverDelayer interface {
 	serverDelay() time.Duration
 }
 
-// serverDelay returns the delay carried by the outermost error in err's tree
-// that has one.
-func serverDelay(err error) time.Duration {
-	if sd, ok := find[serverDelayer](err); ok {
-		return sd.serverDelay()
-	}
-	return 0
-}
-
 // ResponseError is the error [CheckResponse] returns for an HTTP response
 // whose status is 4xx or 5xx. [DefaultClassifier] retries 408, 429, 500, 502,
 // 503 and 504, and the retry loop waits at least RetryAfter before the next

@@ -12,6 +12,10 @@ import (
 
 // TestServerDelay pins the seam the loop reads a server's delay through: a
 // negative delay is stored as 0, so nothing downstream ever sees one.
+// serverDelay is the delay the loop reads from an error: that of the
+// outermost error in its tree that carries one.
+func serverDelay(err error) time.Duration { return inspect(err).delay }
+
 func TestServerDelay(t *testing.T) {
 	t.Parallel()
 	base := errors.New("busy")
