@@ -27,9 +27,9 @@ var libRetry = lib{
 	},
 }
 
-// libRetryTimer is libRetry without jitter: both 1ns waits are real waits on
-// the call's one timer, as every peer's are. With full jitter most of them
-// round to 0, and a wait of 0 needs no timer.
+// libRetryTimer is libRetry without jitter: both waits are 1ns, as every
+// peer's are. With full jitter most of them round to 0. (A 1ns wait has
+// passed by the time Do would start its timer, so it makes none.)
 var libRetryTimer = lib{
 	name: "retry-timer",
 	bind: func(s schedule, fn func(context.Context) error) func(context.Context) error {
