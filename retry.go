@@ -260,13 +260,9 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 			var paced time.Time
 			r, paced, reason = pace(p.Limiter, p.MinAttemptTime, deadline)
 			if reason == nil && paced.After(at) {
-				// A token freed during the wait needs no second wait; a
-				// later one must still leave time for the attempt.
+				// A token freed during the wait needs no second wait; pace
+				// has checked that a later one still fits.
 				at = paced
-				if !fits(now, at.Sub(now), p.MinAttemptTime, deadline) {
-					cancel(p.Limiter, r)
-					reason = ErrNoTimeLeft
-				}
 			}
 			if reason != nil {
 				c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
