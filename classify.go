@@ -78,6 +78,12 @@ func Classifiers(cs ...Classifier) Classifier {
 // nil. It looks through the whole error tree, as [errors.Is] does, and applies
 // the first rule that matches:
 //
+//   - an error in the tree with a method RetryDecision() Decision that gives
+//     an opinion (the outermost such one): its answer. An adapter's errors
+//     carry their own world's rules this way (retrygrpc's gRPC code table,
+//     say), so that one Policy whose Classifier is
+//     Classifiers(mine, DefaultClassifier) applies each world's table where
+//     mine has no opinion, in Do, retryhttp, retrygrpc and retryriver alike.
 //   - context.Canceled from fn: Stop. Someone cancelled the work on purpose.
 //   - an error that already came out of a retry loop (a [*Error], from a
 //     nested Do or from retryhttp, or what [CheckResponse] makes of a
@@ -86,7 +92,7 @@ func Classifiers(cs ...Classifier) Classifier {
 //     load on the dependency exactly when it is failing: a client, a gateway,
 //     a service and a driver making 3 attempts each turn one action into 81
 //     calls. Retry at one layer; to retry at two on purpose, wrap the inner
-//     error with [Transient].
+//     error with [Transient]. The loop then stops with [ErrAlreadyRetried].
 //   - a request that net/http refuses before sending anything: an unsupported
 //     protocol scheme, an invalid header or trailer field, an invalid
 //     method, no host in the URL: Stop. It would fail the same way every
@@ -132,7 +138,9 @@ func DefaultClassifier(err error) Decision {
 
 // decision applies the rules of DefaultClassifier to the facts of an error.
 func (f *facts) decision() Decision {
-
+	if f.own != Unknown {
+		return f.own
+	}
 	switch {
 	case f.has(isCanceled):
 		return Stop
@@ -271,6 +279,9 @@ type facts struct {
 	mark     Decision      // of the outermost Permanent or Transient marker; Unknown if none
 	delay    time.Duration // the server's delay carried by the outermost error that has one
 	delayed  bool          // whether one has
+	own      Decision      // the answer of the outermost error with a RetryDecision method that has an opinion
+	refusal  error         // the reason of the outermost error whose Unrepeatable method gives one
+	inner    error         // why the outermost inner retry loop in the tree stopped
 }
 
 type fact uint32
@@ -368,8 +379,7 @@ func (f *facts) note(err error) {
 			f.status = e.StatusCode
 		}
 		if e.spent != nil {
-			f.set |= isRetried
-			f.decide(e.spent.OutcomeUnknown)
+			f.noteLoop(e.spent)
 		}
 	case *net.DNSError:
 		f.set |= isDNS
@@ -383,8 +393,7 @@ func (f *facts) note(err error) {
 			f.set |= isNoConn
 		}
 	case *Error:
-		f.set |= isRetried
-		f.decide(e.OutcomeUnknown)
+		f.noteLoop(e)
 	case *marked:
 		if f.mark == Unknown {
 			f.mark = e.decision
@@ -405,6 +414,12 @@ func (f *facts) note(err error) {
 	}
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
+	}
+	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Unknown {
+		f.own = o.RetryDecision()
+	}
+	if u, ok := err.(interface{ Unrepeatable() error }); ok && f.refusal == nil {
+		f.refusal = u.Unrepeatable()
 	}
 	if d, ok := err.(serverDelayer); ok && !f.delayed {
 		f.delay, f.delayed = d.serverDelay(), true
@@ -429,6 +444,15 @@ func (f *facts) note(err error) {
 			f.set |= s.fact
 		}
 	}
+}
+
+// noteLoop records an error that came out of a retry loop.
+func (f *facts) noteLoop(e *Error) {
+	if !f.has(isRetried) {
+		f.inner = e.Reason
+	}
+	f.set |= isRetried
+	f.decide(e.OutcomeUnknown)
 }
 
 // nilPointer reports whether err is a nil pointer in a non-nil interface,
@@ -507,9 +531,12 @@ func unmark(err error) error {
 }
 
 // classify gives the loop's decision for a failed attempt, from its error
-// and that error's facts: the outermost marker, else the policy's
-// classifier (nil: the default rules); Unknown retries.
-func classify(c Classifier, err error, f *facts) Decision {
+// and that error's facts: nil to retry, or the reason to stop. The outermost
+// marker, else the policy's classifier (nil: the default rules), says whether
+// the error is worth another attempt (Unknown retries); then an error that
+// says it must not be repeated (its Unrepeatable method) stops the call with
+// its own reason, since safety outranks the chance of success.
+func classify(c Classifier, err error, f *facts) error {
 	d := f.mark
 	switch {
 	case d != Unknown:
@@ -518,8 +545,19 @@ func classify(c Classifier, err error, f *facts) Decision {
 	default:
 		d = c(err)
 	}
-	if d == Stop {
-		return Stop
+	switch {
+	case d != Stop:
+		if f.refusal != nil {
+			return f.refusal
+		}
+		return nil
+	case f.mark != Stop && f.has(isRetried) && !f.has(isCanceled):
+		// An inner loop that stopped on the error's nature, or on a rule of
+		// safety, did not retry: its reason holds here too.
+		if f.inner == ErrNotRetryable || (f.refusal != nil && f.inner == f.refusal) {
+			return f.inner
+		}
+		return ErrAlreadyRetried
 	}
-	return Retry
+	return ErrNotRetryable
 }

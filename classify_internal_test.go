@@ -127,23 +127,39 @@ func TestClassify(t *testing.T) {
 	t.Parallel()
 	inner := errors.New("inner")
 	constant := func(d Decision) Classifier { return func(error) Decision { return d } }
+	nested := &Error{Attempts: 3, Reason: ErrExhausted, Last: inner}
 	tests := []struct {
 		name string
 		c    Classifier
 		err  error
-		want Decision
+		want error // nil: retry
 	}{
-		{"nil classifier: default retry", nil, &ResponseError{StatusCode: 503}, Retry},
-		{"nil classifier: default stop", nil, &ResponseError{StatusCode: 404}, Stop},
-		{"nil classifier: default unknown retries", nil, inner, Retry},
-		{"Retry", constant(Retry), inner, Retry},
-		{"Stop", constant(Stop), inner, Stop},
-		{"Unknown retries", constant(Unknown), inner, Retry},
-		{"out-of-range decision retries", constant(Decision(9)), inner, Retry},
-		{"Permanent over Retry", constant(Retry), Permanent(inner), Stop},
-		{"Transient over Stop", constant(Stop), Transient(inner), Retry},
-		{"outermost marker", constant(Unknown), Transient(Permanent(inner)), Retry},
-		{"marker deep in a join", constant(Retry), errors.Join(inner, fmt.Errorf("w: %w", Permanent(inner))), Stop},
+		{"nil classifier: default retry", nil, &ResponseError{StatusCode: 503}, nil},
+		{"nil classifier: default stop", nil, &ResponseError{StatusCode: 404}, ErrNotRetryable},
+		{"nil classifier: default unknown retries", nil, inner, nil},
+		{"Retry", constant(Retry), inner, nil},
+		{"Stop", constant(Stop), inner, ErrNotRetryable},
+		{"Unknown retries", constant(Unknown), inner, nil},
+		{"out-of-range decision retries", constant(Decision(9)), inner, nil},
+		{"Permanent over Retry", constant(Retry), Permanent(inner), ErrNotRetryable},
+		{"Transient over Stop", constant(Stop), Transient(inner), nil},
+		{"outermost marker", constant(Unknown), Transient(Permanent(inner)), nil},
+		{"marker deep in a join", constant(Retry), errors.Join(inner, fmt.Errorf("w: %w", Permanent(inner))), ErrNotRetryable},
+		{"an inner loop's error: default", nil, nested, ErrAlreadyRetried},
+		{"an inner loop's error: a list with the default", Classifiers(constant(Unknown), DefaultClassifier), nested, ErrAlreadyRetried},
+		{"an inner loop's error marked Permanent", nil, Permanent(nested), ErrNotRetryable},
+		{"an inner loop that stopped on the error's nature", nil, &Error{Attempts: 1, Reason: ErrNotRetryable, Last: inner}, ErrNotRetryable},
+		{"an inner loop that stopped on a rule of safety", nil, &Error{Attempts: 1, Reason: ErrNotIdempotent, Last: refused{ErrNotIdempotent, inner}}, ErrNotIdempotent},
+		{"an inner loop's error marked Transient", nil, Transient(nested), nil},
+		{"the error's own answer: stop", nil, ownDecision{Stop}, ErrNotRetryable},
+		{"the error's own answer: retry, over a status", nil, fmt.Errorf("w: %w", errors.Join(ownDecision{Retry}, &ResponseError{StatusCode: 404})), nil},
+		{"the error's own answer: none", nil, ownDecision{Unknown}, nil},
+		{"the error's own answer, below a classifier", Classifiers(constant(Unknown), DefaultClassifier), ownDecision{Stop}, ErrNotRetryable},
+		{"the classifier overrides the error's own answer", constant(Retry), ownDecision{Stop}, nil},
+		{"unrepeatable and retryable", nil, refused{ErrNotIdempotent, &ResponseError{StatusCode: 503}}, ErrNotIdempotent},
+		{"unrepeatable over Transient", nil, Transient(refused{ErrNotIdempotent, inner}), ErrNotIdempotent},
+		{"unrepeatable, but not retryable anyway", nil, refused{ErrNotIdempotent, &ResponseError{StatusCode: 400}}, ErrNotRetryable},
+		{"unrepeatable with no reason", nil, refused{nil, inner}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,6 +169,22 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// ownDecision is an error that answers for itself, as an adapter's errors do.
+type ownDecision struct{ d Decision }
+
+func (ownDecision) Error() string             { return "own" }
+func (o ownDecision) RetryDecision() Decision { return o.d }
+
+// refused is an error whose attempt must not be repeated, for reason.
+type refused struct {
+	reason error
+	err    error
+}
+
+func (r refused) Error() string       { return r.err.Error() }
+func (r refused) Unwrap() error       { return r.err }
+func (r refused) Unrepeatable() error { return r.reason }
 
 func TestClassifyAsksNoClassifierWhenMarked(t *testing.T) {
 	t.Parallel()

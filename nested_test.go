@@ -23,11 +23,12 @@ func TestNestedDoRetriesAtOneLayer(t *testing.T) {
 		err       error
 		wantInner int
 		reason    error
+		outer     error // the outer loop's reason
 	}{
-		{"inner permanent", retry.Policy{}, retry.Permanent(errFlaky), 1, retry.ErrNotRetryable},
-		{"inner exhausted", retry.Policy{MaxAttempts: 3}, errFlaky, 3, retry.ErrExhausted},
-		{"inner budget refused", retry.Policy{Budget: retry.NewBudget(0, 0)}, errFlaky, 1, retry.ErrBudgetExhausted},
-		{"inner server delay too long", retry.Policy{MaxRetryAfter: time.Second}, retry.RetryAfter(errFlaky, time.Minute), 1, retry.ErrServerDelay},
+		{"inner permanent", retry.Policy{}, retry.Permanent(errFlaky), 1, retry.ErrNotRetryable, retry.ErrNotRetryable},
+		{"inner exhausted", retry.Policy{MaxAttempts: 3}, errFlaky, 3, retry.ErrExhausted, retry.ErrAlreadyRetried},
+		{"inner budget refused", retry.Policy{Budget: retry.NewBudget(0, 0)}, errFlaky, 1, retry.ErrBudgetExhausted, retry.ErrAlreadyRetried},
+		{"inner server delay too long", retry.Policy{MaxRetryAfter: time.Second}, retry.RetryAfter(errFlaky, time.Minute), 1, retry.ErrServerDelay, retry.ErrAlreadyRetried},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +42,9 @@ func TestNestedDoRetriesAtOneLayer(t *testing.T) {
 				require.Error(t, err)
 				assert.Equal(t, 1, outer, "outer attempts")
 				assert.Equal(t, tt.wantInner, inner, "inner attempts: only as many as the inner policy allows")
-				assert.ErrorIs(t, err, retry.ErrNotRetryable, "the outer loop stops at once")
+				var re *retry.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tt.outer, re.Reason, "the outer loop stops at once, and says why")
 				assert.ErrorIs(t, err, tt.reason, "the inner reason is reachable")
 				assert.ErrorIs(t, err, errFlaky, "the last error is kept")
 			})

@@ -123,7 +123,9 @@ const (
 //
 // After a failed attempt Do stops, in this order, when: ctx is done or its
 // deadline has come (Reason is context.Cause(ctx)); the error is not
-// retryable (ErrNotRetryable); no attempts are left (ErrExhausted); the
+// retryable (ErrNotRetryable, or ErrAlreadyRetried when an inner retry loop
+// has already retried it); the error says the attempt must not be repeated
+// (see below); no attempts are left (ErrExhausted); the
 // server asked for a delay above MaxRetryAfter (ErrServerDelay); the next
 // attempt would not start, after the wait and any limiter delay, at least
 // MinAttemptTime before ctx's deadline (ErrNoTimeLeft); or the budget refuses
@@ -133,7 +135,12 @@ const (
 // attempt's error.
 //
 // Do cannot know whether fn is safe to repeat: retry only idempotent work,
-// or work protected by an idempotency key. Do starts no goroutine, and a
+// or work protected by an idempotency key. An error can say for itself that
+// its attempt must not be repeated, whatever the classifier thinks of it,
+// with a method Unrepeatable() error that returns the reason (nil: no
+// objection): when the error is otherwise worth retrying, the call stops with
+// that reason. retryhttp and retrygrpc stop a call that may have taken effect
+// and is not declared idempotent this way, with [ErrNotIdempotent]. Do starts no goroutine, and a
 // panic in fn propagates unchanged. A nil ctx counts as context.Background()
 // and a nil fn gives an error.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
@@ -398,7 +405,9 @@ func (c *call) observeAttempt(began, end time.Time, err error, unknown bool, s s
 // none) and a uniform draw u in [0, 1) (a value outside counts as the
 // nearest end, NaN as 0), Next returns the wait before the next attempt, or
 // a stop reason: [ErrNotRetryable] if err is nil, marked [Permanent] or
-// classified Stop; [ErrExhausted] if no attempts are left; [ErrServerDelay]
+// classified Stop ([ErrAlreadyRetried] when it came out of another retry
+// loop); the reason its Unrepeatable method gives, as in [Do];
+// [ErrExhausted] if no attempts are left; [ErrServerDelay]
 // if the server's requested delay is above MaxRetryAfter; [ErrNoTimeLeft] if
 // the next attempt would not start MinAttemptTime before the deadline. The
 // wait is max(backoff, server delay). On a stop the wait is 0.
@@ -429,8 +438,8 @@ type step struct {
 // wait kept apart for Observe.
 func decide(p Policy, attempt int, prev time.Duration, err error, f *facts, now, deadline time.Time, u float64) (step, error) {
 	var s step
-	if classify(p.Classifier, err, f) == Stop {
-		return s, ErrNotRetryable
+	if reason := classify(p.Classifier, err, f); reason != nil {
+		return s, reason
 	}
 	attempt = max(attempt, 1)
 	maxAttempts := p.MaxAttempts
@@ -475,8 +484,9 @@ type Error struct {
 	// Elapsed is the time from the start of the call until it stopped.
 	Elapsed time.Duration
 	// Reason says why the loop stopped: ErrExhausted, ErrNotRetryable,
-	// ErrBudgetExhausted, ErrServerDelay, ErrNoTimeLeft, or the caller's
-	// context.Cause(ctx). Bad input that makes any attempt impossible (a nil
+	// ErrAlreadyRetried, ErrNotIdempotent (or another reason that the last
+	// error's Unrepeatable method gave), ErrBudgetExhausted, ErrServerDelay,
+	// ErrNoTimeLeft, or the caller's context.Cause(ctx). Bad input that makes any attempt impossible (a nil
 	// fn, a Limiter whose burst is 0) gives an error that says so.
 	Reason error
 	// Last is the last attempt's error, without any Permanent or Transient
@@ -544,8 +554,20 @@ var (
 	// ErrExhausted means every attempt allowed by Policy.MaxAttempts failed.
 	ErrExhausted = errors.New("retry: attempts exhausted")
 	// ErrNotRetryable means the last error was marked Permanent or
-	// classified Stop.
+	// classified Stop: by its nature, another attempt would fail the same way.
 	ErrNotRetryable = errors.New("retry: error not retryable")
+	// ErrAlreadyRetried means the last error came out of another retry loop
+	// (a nested Do, retryhttp's Transport, or a response retryhttp gave up
+	// on) and the classifier stopped on it: that inner loop has spent its
+	// attempts, its budget or its time, so retrying at a second layer would
+	// only multiply the load (see DefaultClassifier).
+	ErrAlreadyRetried = errors.New("retry: already retried by an inner loop")
+	// ErrNotIdempotent means the last attempt may have taken effect and the
+	// work is not declared safe to repeat: a retry could do it twice. An
+	// adapter stops a call with it (retryhttp for a POST without an
+	// idempotency key, retrygrpc for a method not declared idempotent)
+	// through an error whose Unrepeatable method returns it.
+	ErrNotIdempotent = errors.New("retry: not idempotent, and the attempt may have taken effect")
 	// ErrBudgetExhausted means the Policy's Budget refused the retry.
 	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 	// ErrServerDelay means the server asked for a delay above

@@ -40,7 +40,8 @@ func callFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(re.Reason, retry.ErrNoTimeLeft), errors.Is(re.Reason, retry.ErrExhausted),
 		errors.Is(re.Reason, retry.ErrNotRetryable), errors.Is(re.Reason, retry.ErrBudgetExhausted),
-		errors.Is(re.Reason, retry.ErrServerDelay):
+		errors.Is(re.Reason, retry.ErrServerDelay), errors.Is(re.Reason, retry.ErrAlreadyRetried),
+		errors.Is(re.Reason, retry.ErrNotIdempotent):
 		// The loop's own reasons: the last attempt's status says what went
 		// wrong, even if the caller's context has ended since.
 	case ctx.Err() != nil:

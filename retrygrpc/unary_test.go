@@ -545,7 +545,7 @@ func TestUnaryErrorIsNotRetriedAgainOutside(t *testing.T) {
 				_, err := invoke(ctx, conn, methodGet)
 				return err
 			}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), Classifier: c})
-			assert.ErrorIs(t, err, retry.ErrNotRetryable)
+			assert.ErrorIs(t, err, retry.ErrAlreadyRetried)
 			assert.Equal(t, codes.Unavailable, status.Code(err))
 			assert.Equal(t, 3, s.count()-before, "the inner loop's attempts only")
 		}

@@ -116,7 +116,7 @@ func TestOuterLoopDoesNotRetryWhatTransportGaveUpOn(t *testing.T) {
 	}
 
 	err := retry.Do(t.Context(), call, retry.Policy{MaxAttempts: 4, Backoff: retry.Constant(0)})
-	require.ErrorIs(t, err, retry.ErrNotRetryable)
+	require.ErrorIs(t, err, retry.ErrAlreadyRetried)
 	var re *retry.ResponseError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 503, re.StatusCode)
@@ -133,6 +133,6 @@ func TestOuterLoopDoesNotRetryWhatTransportGaveUpOn(t *testing.T) {
 	outer := 0
 	err = retry.Do(t.Context(), func(ctx context.Context) error { outer++; return call(ctx) },
 		retry.Policy{MaxAttempts: 4, Backoff: retry.Constant(0)})
-	require.ErrorIs(t, err, retry.ErrNotRetryable)
+	require.ErrorIs(t, err, retry.ErrAlreadyRetried)
 	assert.Equal(t, 1, outer)
 }
