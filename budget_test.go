@@ -464,7 +464,7 @@ func TestDoBudgetCallOrder(t *testing.T) {
 			MaxAttempts: 3,
 			Backoff:     retry.Constant(time.Second),
 			Budget:      &budgetSpy{log: log, grant: true},
-			Limiter:     lim,
+			Limiter:     retry.RateLimiter(lim),
 			Observe: func(_ context.Context, e retry.Event) {
 				if e.Retry {
 					log.add("onretry", time.Now())
@@ -515,7 +515,7 @@ func TestDoBudgetDepositsOnlyWhenAnAttemptStarts(t *testing.T) {
 				defer cancel()
 				lim := rate.NewLimiter(1, 1)
 				lim.Allow()
-				return retry.Do(ctx, fn, retry.Policy{Budget: b, Limiter: lim})
+				return retry.Do(ctx, fn, retry.Policy{Budget: b, Limiter: retry.RateLimiter(lim)})
 			},
 			wantErr: retry.ErrNoTimeLeft,
 			wantLog: nil,
@@ -526,7 +526,7 @@ func TestDoBudgetDepositsOnlyWhenAnAttemptStarts(t *testing.T) {
 				lim := rate.NewLimiter(1, 1)
 				lim.Allow()
 				time.AfterFunc(300*time.Millisecond, cancel)
-				return retry.Do(ctx, fn, retry.Policy{Budget: b, Limiter: lim})
+				return retry.Do(ctx, fn, retry.Policy{Budget: b, Limiter: retry.RateLimiter(lim)})
 			},
 			wantErr:  context.Canceled,
 			wantLog:  nil,
@@ -537,7 +537,7 @@ func TestDoBudgetDepositsOnlyWhenAnAttemptStarts(t *testing.T) {
 			run: func(ctx context.Context, _ context.CancelFunc, fn func(context.Context) error, b retry.Budget) error {
 				lim := rate.NewLimiter(1, 1)
 				lim.Allow()
-				return retry.Do(ctx, fn, retry.Policy{Budget: b, Limiter: lim})
+				return retry.Do(ctx, fn, retry.Policy{Budget: b, Limiter: retry.RateLimiter(lim)})
 			},
 			wantLog:  []string{"deposit@1s", "attempt@1s"},
 			wantTime: time.Second,
@@ -635,7 +635,7 @@ func TestDoBudgetRefusalGivesBackLimiterReservation(t *testing.T) {
 		err := retry.Do(t.Context(), func(context.Context) error { return errBudgetFlaky }, retry.Policy{
 			Backoff: retry.Constant(0),
 			Budget:  retry.NewBudget(0, 0),
-			Limiter: lim,
+			Limiter: retry.RateLimiter(lim),
 		})
 		require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 		// The first attempt took the only token; the refused retry's
@@ -741,15 +741,15 @@ func TestDoBudgetOtherStopsCostNothing(t *testing.T) {
 			timeout: 500 * time.Millisecond,
 			policy: func(p retry.Policy) retry.Policy {
 				p.Backoff = retry.Constant(0)
-				p.Limiter = rate.NewLimiter(1, 1)
+				p.Limiter = retry.RateLimiter(rate.NewLimiter(1, 1))
 				return p
 			},
 			wantErr: retry.ErrNoTimeLeft,
 		},
 		{
-			name: "MinAttemptTime does not fit",
+			name: "MinAttemptTime does not fit after the wait",
 			policy: func(p retry.Policy) retry.Policy {
-				p.MinAttemptTime = time.Hour
+				p.MinAttemptTime = 59500 * time.Millisecond // fits the first attempt, not one after a 1s wait
 				return p
 			},
 			timeout: time.Minute,

@@ -112,7 +112,14 @@ func Classifiers(cs ...Classifier) Classifier {
 //     deadlock 40P01: Retry (the database rolled the transaction back, so
 //     the unit to retry is the whole transaction, from BEGIN); connection
 //     exceptions (class 08), too_many_connections 53300 and the shutdown
-//     codes 57P01, 57P02 and 57P03: Retry; data exceptions (class 22),
+//     codes 57P01, 57P02 and 57P03: Retry; query_canceled 57014: Retry
+//     (a statement_timeout is the database's own attempt timeout, retried
+//     as an AttemptTimeout is; the statement was rolled back, so its outcome
+//     is known. PostgreSQL gives the same code to an operator's
+//     pg_cancel_backend, which is a one-off cancel, not a verdict on the
+//     statement, and is retried too; a classifier that must stop on it can
+//     read the error's message. A cancel sent because the caller's context
+//     ended never reaches the classifier: the loop has stopped); data exceptions (class 22),
 //     integrity violations (class 23) and syntax or access errors (class 42):
 //     Stop; other codes: Unknown. driver.ErrBadConn, and an error whose
 //     SafeToRetry() method reports true (pgx's way of saying nothing was
@@ -181,7 +188,7 @@ func statusDecision(code int) Decision {
 // classes: the first two characters.
 func sqlDecision(state string) Decision {
 	switch state {
-	case "40001", "40P01", "53300", "57P01", "57P02", "57P03":
+	case "40001", "40P01", "53300", "57014", "57P01", "57P02", "57P03":
 		return Retry
 	}
 	if len(state) != 5 {
@@ -216,7 +223,9 @@ func sqlDecision(state string) Decision {
 //     error with a SQLSTATE the server sent (it reports a statement it did
 //     not carry out) other than a connection exception: false;
 //   - a timeout (context.DeadlineExceeded, a net.Error whose Timeout() is
-//     true), an error whose SafeToRetry() method reports false (pgx's "the
+//     true), a cancellation (context.Canceled: the caller's context ended
+//     while the attempt was in flight, and a request that had left may have
+//     been carried out), an error whose SafeToRetry() method reports false (pgx's "the
 //     request may have been sent", as when a COMMIT's connection closes
 //     before its answer), a connection reset or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF, a SQLSTATE connection exception (class 08) other
@@ -249,7 +258,7 @@ func (f *facts) outcomeUnknown() bool {
 		return false
 	case f.has(isSQL):
 		return sqlOutcomeUnknown(f.sqlState)
-	case f.has(isDeadline | isTimeout | isBroken | isSent):
+	case f.has(isDeadline | isCanceled | isTimeout | isBroken | isSent):
 		return true
 	}
 	return f.has(isEOF) && f.has(isURL)

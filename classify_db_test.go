@@ -55,6 +55,7 @@ func TestDefaultClassifierSQLState(t *testing.T) {
 		{"57P01", retry.Retry, false}, // admin_shutdown
 		{"57P02", retry.Retry, false}, // crash_shutdown
 		{"57P03", retry.Retry, false}, // cannot_connect_now
+		{"57014", retry.Retry, false}, // query_canceled: statement_timeout, or pg_cancel_backend; rolled back
 		{"23505", retry.Stop, false},  // unique_violation
 		{"23503", retry.Stop, false},  // foreign_key_violation
 		{"22012", retry.Stop, false},  // division_by_zero

@@ -28,7 +28,7 @@
 //		MaxAttempts:    5,
 //		Backoff:        retry.Exponential{Base: 500 * time.Millisecond, Cap: 30 * time.Second},
 //		Budget:         retry.NewBudget(0.1, 10),
-//		Limiter:        rate.NewLimiter(200, 20),
+//		Limiter:        retry.RateLimiter(rate.NewLimiter(200, 20)),
 //		AttemptTimeout: 2 * time.Second,
 //	}
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -148,4 +149,38 @@ func TestOutcomeUnknownDoesNotAllocateOnHTTPErrors(t *testing.T) {
 			assert.Equal(t, retry.DefaultClassifier(err), d)
 		})
 	}
+}
+
+// A caller who cancels after the request has left cannot know whether the
+// server carried it out: the call's outcome is unknown, as it is when a
+// deadline ends it. Here the server does the work and then waits for the
+// cancel before it would answer.
+func TestOutcomeUnknownWhenCallerCancelsInFlight(t *testing.T) {
+	t.Parallel()
+	done := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		done <- struct{}{} // the work is done
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-done; cancel() }()
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("charge"))
+		if err != nil {
+			return err
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return retry.CheckResponse(resp)
+	})
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.ErrorIs(t, re.Reason, context.Canceled)
+	assert.Equal(t, 1, re.Attempts)
+	assert.True(t, re.OutcomeUnknown, "the request had left when the caller cancelled")
 }

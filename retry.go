@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Policy says when and how [Do] retries. It is a plain value: build it once,
@@ -46,16 +44,14 @@ type Policy struct {
 	// budget: each call retries up to its own limits.
 	Budget Budget
 
-	// Limiter, when set, paces every attempt, retries included, through
-	// ReserveN on the call's one timer. A retry's token is reserved when the
-	// retry is decided, and the next attempt starts after the longer of the
-	// backoff and the reservation's delay, so a token freed during the
-	// backoff costs no second wait. The limiter thus spaces the times at
-	// which retries are scheduled: calls that fail together and wait the
-	// same unjittered backoff can still start together, so keep jitter on.
-	// A wait for the limiter also counts against the caller's deadline. nil
-	// means no pacing.
-	Limiter *rate.Limiter
+	// Limiter, when set, paces every attempt, the first and the retries: each
+	// is booked before its wait (a retry's for the end of its backoff), and
+	// starts at the later of the backoff's end and the booking's start, on
+	// the call's one timer. A wait for the limiter counts against the
+	// caller's deadline, and a booking that would not fit is given back at
+	// once; see [Limiter]. For a *rate.Limiter, use [RateLimiter]. nil means
+	// no pacing.
+	Limiter Limiter
 
 	// AttemptTimeout, when positive, bounds each attempt: fn's context ends
 	// at min(attempt start + AttemptTimeout, the caller's deadline). That
@@ -91,12 +87,11 @@ type Policy struct {
 	// context, and AttemptFrom finds no number there.
 	NumberAttempts bool
 
-	// The size of a Policy is kept a multiple of 16 bytes: Do copies the
-	// Policy out of its Option, and at 104 bytes that copy's last 16-byte
-	// load straddles two of the caller's stores, which cost a first-try
-	// success 20% of its time (65 ns against 76 ns, on a 2-vCPU Xeon).
-	// TestPolicySize keeps it so.
-	_ [8]byte
+	// The size of a Policy is kept a multiple of 16 bytes (112 today, with
+	// no padding): Do copies the Policy out of its Option, and at 104 bytes
+	// that copy's last 16-byte load straddled two of the caller's stores,
+	// which cost a first-try success 20% of its time (65 ns against 76 ns,
+	// on a 2-vCPU Xeon). TestPolicySize keeps it so.
 }
 
 // Option configures a call to [Do] or [DoValue]. Options apply in order.
@@ -210,16 +205,15 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 
 	// The first attempt is paced by the limiter but never refused by the budget.
 	if p.Limiter != nil {
-		r, at, reason := pace(p.Limiter, p.MinAttemptTime, deadline)
+		r, at, reason := book(ctx, &p, now, deadline)
+		if reason == nil {
+			now, reason = c.wait(ctx, &p, &r, at, deadline)
+		}
 		if reason != nil {
-			return c.stop(now, reason)
+			return c.stop(time.Now(), reason)
 		}
-		if !c.sleepUntil(ctx, p.Limiter, r, at) {
-			return c.stop(time.Now(), stopCause(ctx))
-		}
-		if now = time.Now(); passed(ctx, now) {
-			return c.stop(now, stopCause(ctx))
-		}
+	} else if reason := ready(ctx, &p, now, deadline); reason != nil {
+		return c.stop(now, reason)
 	}
 	if p.Budget != nil {
 		p.Budget.Deposit(now)
@@ -262,41 +256,107 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		prev = s.wait
 		at := now.Add(s.wait)
 
-		var r *rate.Reservation
+		var r Reservation
 		if p.Limiter != nil {
-			var paced time.Time
-			r, paced, reason = pace(p.Limiter, p.MinAttemptTime, deadline)
-			if reason == nil && paced.After(at) {
-				// A token freed during the wait needs no second wait; pace
-				// has checked that a later one still fits.
-				at = paced
-			}
-			if reason != nil {
+			// A token freed during the wait needs no second wait: the
+			// booking is for the end of the wait, and book has checked that
+			// a later start still fits.
+			if r, at, reason = book(ctx, &p, at, deadline); reason != nil {
 				c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
-				return c.stop(now, reason)
+				return c.stop(time.Now(), reason)
 			}
 		}
 		// The budget is asked last, so a retry refused for any other reason
 		// costs no token.
 		if p.Budget != nil && !p.Budget.Withdraw(now) {
-			cancel(p.Limiter, r)
+			unbook(&p, &r)
 			c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
 			return c.stop(now, ErrBudgetExhausted)
 		}
 		if c.observe != nil {
-			s.retry, s.wait = true, at.Sub(now)
+			s.retry, s.wait = true, max(at.Sub(now), 0)
 			c.observeAttempt(began, now, c.last, unknown, s)
 		}
-		if at.After(now) { // a retry at once reads the clock no more
-			if !c.sleepUntil(ctx, p.Limiter, r, at) {
-				return c.stop(time.Now(), stopCause(ctx))
-			}
-			now = time.Now()
-		}
-		if passed(ctx, now) {
-			return c.stop(now, stopCause(ctx))
+		if now, reason = c.wait(ctx, &p, &r, at, deadline); reason != nil {
+			return c.stop(now, reason)
 		}
 	}
+}
+
+// book reserves the next attempt, planned for at, on p's Limiter, and
+// returns the booking and the time the attempt will start: the later of at
+// and the booking's Start. It stops, giving the booking back, when that
+// start would not leave MinAttemptTime before the deadline; the time the
+// booking took counts. When ctx ends during a booking that needed a round
+// trip, the reason is ctx's.
+func book(ctx context.Context, p *Policy, at, deadline time.Time) (Reservation, time.Time, error) {
+	r, err := p.Limiter.Reserve(ctx, at)
+	now := time.Now()
+	if err != nil {
+		if passed(ctx, now) {
+			return Reservation{}, at, stopCause(ctx)
+		}
+		return Reservation{}, at, err
+	}
+	if r.Start.After(at) {
+		at = r.Start
+	}
+	if !fits(now, at.Sub(now), p.MinAttemptTime, deadline) {
+		p.Limiter.Cancel(r)
+		return Reservation{}, at, ErrNoTimeLeft
+	}
+	return r, at, nil
+}
+
+// unbook gives r back to p's Limiter, if there is one.
+func unbook(p *Policy, r *Reservation) {
+	if p.Limiter != nil {
+		p.Limiter.Cancel(*r)
+	}
+}
+
+// wait waits on the call's one timer until at, the start of the next
+// attempt, booked as r when p has a Limiter, and returns the time the
+// attempt starts, or the reason not to start it, with r given back: the
+// caller's context ended, or the attempt would no longer leave
+// MinAttemptTime before the deadline (see ready). A wait that ends later than
+// the booking's Slack allows books again from the time it woke, and waits
+// for that booking: attempts held up together by a stalled process start
+// spaced as the Limiter says, not together.
+func (c *call) wait(ctx context.Context, p *Policy, r *Reservation, at, deadline time.Time) (time.Time, error) {
+	for {
+		now, ok := c.sleepUntil(ctx, at)
+		if !ok {
+			unbook(p, r)
+			return now, stopCause(ctx)
+		}
+		if p.Limiter != nil && r.Slack > 0 && now.Sub(at) > r.Slack {
+			p.Limiter.Cancel(*r)
+			var err error
+			if *r, at, err = book(ctx, p, now, deadline); err != nil {
+				return time.Now(), err
+			}
+			continue
+		}
+		if reason := ready(ctx, p, now, deadline); reason != nil {
+			unbook(p, r)
+			return now, reason
+		}
+		return now, nil
+	}
+}
+
+// ready is the one rule for every attempt, checked as it is about to start,
+// after any wait and hook: the caller's context has not ended nor its
+// deadline come, and MinAttemptTime fits before the deadline.
+func ready(ctx context.Context, p *Policy, now, deadline time.Time) error {
+	if passed(ctx, now) {
+		return stopCause(ctx)
+	}
+	if !fits(now, 0, p.MinAttemptTime, deadline) {
+		return ErrNoTimeLeft
+	}
+	return nil
 }
 
 // call is the state of one call to Do.
@@ -321,15 +381,15 @@ func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline
 	return fn(actx)
 }
 
-// sleepUntil waits on the call's one timer until at, and reports whether
-// that time came before ctx ended. If it did not, the reservation r for the
-// attempt that will not happen is cancelled. The time is absolute, so that
-// the time spent in Observe or in the limiter's lock is part of the wait,
-// not added to it.
-func (c *call) sleepUntil(ctx context.Context, lim *rate.Limiter, r *rate.Reservation, at time.Time) bool {
-	d := time.Until(at)
+// sleepUntil waits on the call's one timer until at, and returns the time it
+// woke and whether that came before ctx ended. The time is absolute, so that
+// the time spent in Observe or in the limiter is part of the wait, not
+// added to it.
+func (c *call) sleepUntil(ctx context.Context, at time.Time) (time.Time, bool) {
+	now := time.Now()
+	d := at.Sub(now)
 	if d <= 0 {
-		return true
+		return now, true
 	}
 	if c.timer == nil {
 		c.timer = time.NewTimer(d)
@@ -338,11 +398,10 @@ func (c *call) sleepUntil(ctx context.Context, lim *rate.Limiter, r *rate.Reserv
 	}
 	select {
 	case <-c.timer.C:
-		return true
+		return time.Now(), true
 	case <-ctx.Done():
 		c.timer.Stop()
-		cancel(lim, r)
-		return false
+		return time.Now(), false
 	}
 }
 

@@ -125,6 +125,76 @@ func TestDoMinAttemptTime(t *testing.T) {
 	}
 }
 
+// MinAttemptTime is one rule for every attempt, checked as it is about to
+// start: before the first (with or without a Limiter), and before a retry
+// after the wait and after Observe, whose time may have used up the room.
+func TestDoMinAttemptTimeIsOneRule(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		minTime   time.Duration
+		hook      time.Duration // Observe's time on a retry event
+		wantCalls int
+	}{
+		// Deadline 1s, waits of 100ms.
+		{"no room for the first attempt", time.Second, 0, 0},
+		{"room for the first attempt only", 950 * time.Millisecond, 0, 1},
+		{"Observe uses up the room after the check before the wait", 800 * time.Millisecond, 250 * time.Millisecond, 1},
+		{"room for both", 800 * time.Millisecond, 0, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				calls := 0
+				err := retry.Do(ctx, func(context.Context) error { calls++; return errFlaky },
+					retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(100 * time.Millisecond), MinAttemptTime: tt.minTime,
+						Observe: func(_ context.Context, e retry.Event) {
+							if e.Retry {
+								time.Sleep(tt.hook)
+							}
+						}})
+				require.Error(t, err)
+				assert.Equal(t, tt.wantCalls, calls, "calls")
+				if tt.wantCalls < 2 {
+					assert.ErrorIs(t, err, retry.ErrNoTimeLeft)
+				}
+			})
+		})
+	}
+}
+
+// Time spent in Observe, a Classifier or the Budget before a retry that
+// needs no wait belongs to no attempt: the next attempt starts its timeout
+// and its Duration when it really starts.
+func TestDoRetryAtOnceReadsTheClockAgain(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var left []time.Duration
+		var durations []time.Duration
+		err := retry.Do(t.Context(), func(ctx context.Context) error {
+			d, _ := ctx.Deadline()
+			left = append(left, time.Until(d))
+			return errFlaky
+		}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), AttemptTimeout: 200 * time.Millisecond,
+			Classifier: func(error) retry.Decision { time.Sleep(10 * time.Millisecond); return retry.Retry },
+			Observe: func(_ context.Context, e retry.Event) {
+				if !e.Done {
+					durations = append(durations, e.Duration)
+				}
+				if e.Retry {
+					time.Sleep(120 * time.Millisecond)
+				}
+			}})
+		require.ErrorIs(t, err, retry.ErrExhausted)
+		assert.Equal(t, []time.Duration{200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}, left,
+			"each attempt has its whole AttemptTimeout")
+		assert.Equal(t, []time.Duration{0, 0, 0}, durations, "attempts that return at once take no time")
+	})
+}
+
 func TestDoWaitEndingExactlyAtDeadlineStops(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -650,7 +720,7 @@ func TestDoLimiterPacesEveryAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := rate.NewLimiter(1, 1)
 		rec := newRecorder(3, errFlaky)
-		err := retry.Do(t.Context(), rec.fn, retry.Policy{Backoff: retry.Constant(600 * time.Millisecond), Limiter: lim})
+		err := retry.Do(t.Context(), rec.fn, retry.Policy{Backoff: retry.Constant(600 * time.Millisecond), Limiter: retry.RateLimiter(lim)})
 		require.NoError(t, err)
 		// The token freed during the 600ms backoff needs no second wait: the
 		// retries start after max(600ms, 1s), not 1.6s.
@@ -664,7 +734,7 @@ func TestDoLimiterWaitBeforeFirstAttempt(t *testing.T) {
 		lim := rate.NewLimiter(1, 1)
 		require.True(t, lim.Allow()) // the next token comes at 1s
 		rec := newRecorder(0, nil)
-		require.NoError(t, retry.Do(t.Context(), rec.fn, retry.Policy{Limiter: lim}))
+		require.NoError(t, retry.Do(t.Context(), rec.fn, retry.Policy{Limiter: retry.RateLimiter(lim)}))
 		assert.Equal(t, []time.Duration{time.Second}, rec.starts)
 	})
 }
@@ -677,7 +747,7 @@ func TestDoLimiterWaitPastDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		calls := 0
-		err := retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: lim})
+		err := retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: retry.RateLimiter(lim)})
 		var rerr *retry.Error
 		require.ErrorAs(t, err, &rerr)
 		assert.ErrorIs(t, err, retry.ErrNoTimeLeft)
@@ -696,7 +766,7 @@ func TestDoLimiterReservationCancelledWhenWaitAbandoned(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(300*time.Millisecond, cancel)
 		err := retry.Do(ctx, func(context.Context) error { return errFlaky },
-			retry.Policy{Backoff: retry.Constant(0), Limiter: lim})
+			retry.Policy{Backoff: retry.Constant(0), Limiter: retry.RateLimiter(lim)})
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorIs(t, err, errFlaky)
 		// The retry's token, due at 1s, was returned when the wait was cut at 300ms.
@@ -708,7 +778,7 @@ func TestDoLimiterWithZeroBurst(t *testing.T) {
 	t.Parallel()
 	calls := 0
 	err := retry.Do(t.Context(), func(context.Context) error { calls++; return nil },
-		retry.Policy{Limiter: rate.NewLimiter(1, 0)})
+		retry.Policy{Limiter: retry.RateLimiter(rate.NewLimiter(1, 0))})
 	var rerr *retry.Error
 	require.ErrorAs(t, err, &rerr)
 	assert.Zero(t, calls)

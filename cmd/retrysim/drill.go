@@ -9,8 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/internal/sim"
 	"github.com/seed93a044d1/retry/internal/svg"
@@ -61,7 +59,7 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 		if v.DownRetryAfter {
 			down = "provider down: 503 + Retry-After"
 		}
-		ch := drillChart(r, v.Capacity, v.Policy.Limiter, down, lessons[r.Name])
+		ch := drillChart(r, v.Capacity, sim.LimitOf(v.Policy.Limiter), down, lessons[r.Name])
 		name := filepath.Join(c.out, "drill-"+slug(r.Name)+".svg")
 		if err := ch.WriteFile(name); err != nil {
 			return nil, err
@@ -149,7 +147,7 @@ const (
 // up to a whole second (to 5 s past 10 s); a linear y axis from 0 to the
 // chart's own largest value, so an empty second is drawn at 0, where it is.
 // Series with nothing in them are left out. down labels the outage.
-func drillChart(r sim.DrillResult, capacity int, lim *rate.Limiter, down, lesson string) svg.Chart {
+func drillChart(r sim.DrillResult, capacity int, limit float64, down, lesson string) svg.Chart {
 	until := r.Summary.Drain
 	series := []svg.Series{steps("attempts", colorAttempts, false, sim.PerSecond(r.Times(), until))}
 	for _, s := range []svg.Series{
@@ -163,8 +161,8 @@ func drillChart(r sim.DrillResult, capacity int, lim *rate.Limiter, down, lesson
 		}
 	}
 	rules := []svg.Rule{{Y: float64(capacity), Label: fmt.Sprintf("provider capacity %d/s", capacity)}}
-	if lim != nil {
-		rules = append(rules, svg.Rule{Y: float64(lim.Limit()), Label: fmt.Sprintf("limiter %g/s", float64(lim.Limit())), LabelBelow: true, Color: colorLimiter})
+	if limit > 0 {
+		rules = append(rules, svg.Rule{Y: limit, Label: fmt.Sprintf("limiter %g/s", limit), LabelBelow: true, Color: colorLimiter})
 	}
 	xMax := math.Ceil(until.Seconds())
 	if xMax > 10 {

@@ -65,7 +65,7 @@ func TestDrillChartsCountAsTheTable(t *testing.T) {
 	for _, d := range []drillRun{defaultDrill(), smallDrill()} {
 		for i, r := range d.results {
 			v := d.configs[i]
-			ch := drillChart(r, v.Capacity, v.Policy.Limiter, "provider down", "lesson")
+			ch := drillChart(r, v.Capacity, sim.LimitOf(v.Policy.Limiter), "provider down", "lesson")
 			assert.False(t, ch.LogY, "a linear axis, where an empty second is a true 0")
 			want := map[string]int{
 				"attempts":                 r.Summary.Attempts,

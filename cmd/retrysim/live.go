@@ -42,9 +42,20 @@ func livePolicy() retry.Policy {
 	return retry.Policy{
 		MaxAttempts:    5,
 		Backoff:        retry.Exponential{Base: 50 * time.Millisecond, Cap: 3 * time.Second},
-		Limiter:        rate.NewLimiter(200, 20),
+		Limiter:        retry.RateLimiter(rate.NewLimiter(liveLimit, 20)),
 		AttemptTimeout: 200 * time.Millisecond,
 	}
+}
+
+// liveLimit is the live policy's limiter rate, per second.
+const liveLimit = 200
+
+// limitOf returns the rate of the live policy's limiter, 0 if it has none.
+func limitOf(p retry.Policy) float64 {
+	if p.Limiter == nil {
+		return 0
+	}
+	return liveLimit
 }
 
 // liveDrill runs the live drill twice, with the policy as given and without
@@ -82,7 +93,7 @@ func liveDrill(c config, stdout, stderr io.Writer) ([]string, error) {
 
 	var files []string
 	for i, r := range results {
-		ch := drillChart(r, liveCapacity, variants[i].policy.Limiter, "server down", lessons[r.Name])
+		ch := drillChart(r, liveCapacity, limitOf(variants[i].policy), "server down", lessons[r.Name])
 		ch.Title = fmt.Sprintf("Drill, %s: what reached the loopback server, per second", r.Name)
 		name := filepath.Join(c.out, "drill-"+slug(r.Name)+".svg")
 		if err := ch.WriteFile(name); err != nil {

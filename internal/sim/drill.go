@@ -80,9 +80,39 @@ func DrillPolicy() retry.Policy {
 	return retry.Policy{
 		MaxAttempts:    5,
 		Backoff:        retry.Exponential{Base: 500 * time.Millisecond, Cap: 30 * time.Second},
-		Limiter:        rate.NewLimiter(200, 20),
+		Limiter:        &VirtualLimiter{rate.NewLimiter(200, 20)},
 		AttemptTimeout: 2 * time.Second,
 	}
+}
+
+// VirtualLimiter is a retry.Limiter in the simulation's virtual time: its
+// rate.Limiter is asked at the time Reserve is given, which the simulation,
+// on one goroutine, only moves forward. retry.RateLimiter reads the real
+// clock instead, as a limiter shared by goroutines must.
+type VirtualLimiter struct{ *rate.Limiter }
+
+// Reserve books an attempt at t on the rate.Limiter.
+func (l *VirtualLimiter) Reserve(_ context.Context, t time.Time) (retry.Reservation, error) {
+	r := l.ReserveN(t, 1)
+	if !r.OK() {
+		return retry.Reservation{}, errNoToken
+	}
+	return retry.Reservation{Start: t.Add(r.DelayFrom(t)), Handle: r}, nil
+}
+
+// Cancel gives the booking's token back at its own time.
+func (l *VirtualLimiter) Cancel(r retry.Reservation) {
+	if res, ok := r.Handle.(*rate.Reservation); ok {
+		res.CancelAt(r.Start)
+	}
+}
+
+// LimitOf returns the rate of a VirtualLimiter, 0 for any other.
+func LimitOf(l retry.Limiter) float64 {
+	if v, ok := l.(*VirtualLimiter); ok {
+		return float64(v.Limit())
+	}
+	return 0
 }
 
 // DrillConfig is one run of the drill. The Policy's Limiter and Budget hold
@@ -424,12 +454,12 @@ func RunDrill(c DrillConfig) DrillResult {
 		case jobDue:
 			var delay time.Duration
 			if p.Limiter != nil {
-				r := p.Limiter.ReserveN(t, 1)
-				if !r.OK() {
+				r, err := p.Limiter.Reserve(context.Background(), t)
+				if err != nil {
 					deadLetter(job, now, errNoToken, nil)
 					continue
 				}
-				delay = r.DelayFrom(t)
+				delay = max(r.Start.Sub(t), 0)
 			}
 			q.After(delay, drillEvent{kind: jobSend, job: ev.job})
 		case jobSend:

@@ -50,7 +50,7 @@ func TestDrillVariants(t *testing.T) {
 	given := vs[0].Policy
 	assert.Equal(t, retry.Exponential{Base: 500 * ms, Cap: 30 * time.Second}, given.Backoff)
 	require.NotNil(t, given.Limiter)
-	assert.Equal(t, 200.0, float64(given.Limiter.Limit()))
+	assert.Equal(t, 200.0, sim.LimitOf(given.Limiter))
 	assert.Nil(t, given.Budget)
 	jitter := func(p retry.Policy) retry.Jitter { return p.Backoff.(retry.Exponential).Jitter }
 	assert.Equal(t, retry.NoJitter, jitter(vs[1].Policy))
