@@ -360,3 +360,36 @@ func stallChild() {
 		fmt.Println(d)
 	}
 }
+
+// Pace is the wait Do makes before each attempt, for a worker that runs one
+// attempt at a time.
+func TestPolicyPace(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		lim := rate.NewLimiter(10, 1)
+		p := retry.Policy{Limiter: retry.RateLimiter(lim)}
+		start := time.Now()
+		require.NoError(t, p.Pace(t.Context(), time.Time{}))
+		require.NoError(t, p.Pace(t.Context(), time.Time{}))
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "the second token comes 100ms after the first")
+
+		now := time.Now()
+		assert.ErrorIs(t, p.Pace(t.Context(), now.Add(50*time.Millisecond)), retry.ErrNoTimeLeft,
+			"the next token is 100ms away, the deadline 50ms")
+		assert.Zero(t, time.Since(now), "it did not wait")
+
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(30*time.Millisecond, func() { cancel(errFlaky) })
+		assert.ErrorIs(t, p.Pace(ctx, time.Time{}), errFlaky, "the cause of the caller's context")
+		assert.Equal(t, 30*time.Millisecond, time.Since(now))
+
+		require.NoError(t, p.Pace(t.Context(), time.Time{}), "both refused bookings were given back")
+		assert.Equal(t, 100*time.Millisecond, time.Since(now), "so the next token came when the first refused one would have")
+
+		assert.ErrorContains(t, retry.Policy{Limiter: retry.RateLimiter(rate.NewLimiter(1, 0))}.Pace(t.Context(), time.Time{}),
+			"no attempt can ever start")
+		assert.ErrorIs(t, retry.Policy{MinAttemptTime: time.Second}.Pace(t.Context(), time.Now().Add(time.Second)), retry.ErrNoTimeLeft,
+			"without a Limiter, MinAttemptTime still applies")
+		assert.NoError(t, retry.Policy{}.Pace(t.Context(), time.Time{}))
+	})
+}

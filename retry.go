@@ -485,6 +485,39 @@ func Next(p Policy, attempt int, prev time.Duration, err error, now, deadline ti
 	return s.wait, nil
 }
 
+// Pace waits until p's Limiter lets one attempt start, as [Do] does before
+// each attempt: the attempt is booked, a booking that would not leave
+// MinAttemptTime before deadline (zero for none) is given back at once, the
+// wait is on one timer that ctx cuts short, and a wait that ends too late
+// for its booking books again (see [Reservation].Slack). It returns nil when
+// the attempt may start now, or why it may not: [ErrNoTimeLeft], the cause of
+// ctx when ctx ended (its booking given back), or the Limiter's error. With
+// no Limiter it only checks ctx and MinAttemptTime.
+//
+// With [Next], it is the loop for a worker that runs one attempt at a time
+// and persists the next attempt's time instead of sleeping (retryriver): Pace
+// before the attempt, Next after it. Budget deposits and withdrawals stay the
+// worker's.
+func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	now := time.Now()
+	if p.Limiter == nil {
+		return ready(ctx, &p, now, deadline)
+	}
+	r, at, err := book(ctx, &p, now, deadline)
+	if err != nil {
+		return err
+	}
+	var c call
+	_, err = c.wait(ctx, &p, &r, at, deadline)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	return err
+}
+
 // step is the decision after a failed attempt, with what made it.
 type step struct {
 	retry   bool          // a retry follows (set by the loop, after its own checks)

@@ -189,7 +189,7 @@ func TestWaitSetBy(t *testing.T) {
 
 		// The first attempt takes the limiter's only token; the retry waits
 		// a second for the next one, longer than its backoff of 0.
-		limited := tl.instrument(retry.Policy{Backoff: retry.Constant(0), Limiter: rate.NewLimiter(1, 1)})
+		limited := tl.instrument(retry.Policy{Backoff: retry.Constant(0), Limiter: retry.RateLimiter(rate.NewLimiter(1, 1))})
 		require.NoError(t, retry.Do(ctx, failing(1, errReset), limited))
 
 		backoff := tl.instrument(retry.Policy{Backoff: retry.Constant(250 * time.Millisecond)})

@@ -28,7 +28,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		MaxAttempts:    5,
 		Backoff:        retry.Exponential{Base: 500 * time.Millisecond, Cap: 30 * time.Second},
 		AttemptTimeout: 2 * time.Second,
-		Limiter:        rate.NewLimiter(rate.Inf, 1), // asked for every attempt, never waits
+		Limiter:        retry.RateLimiter(rate.NewLimiter(rate.Inf, 1)), // asked for every attempt, never waits
 	}
 	ok := func(context.Context) error { return nil }
 	fail := func(context.Context) error { return errFlaky }

@@ -42,7 +42,6 @@ type Middleware struct {
 	policy   retry.Policy
 	deadline func(*rivertype.JobRow) time.Time
 	handoff  handoff
-	woke     func() // for tests: called when a limiter wait ends, to stall the waiter
 }
 
 // Option configures a [Middleware] made by [New].
@@ -137,9 +136,8 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	st := readState(job.Metadata)
 	lost := st.lostAttempts(job.Attempt)
 	deadline := m.jobDeadline(job)
-	start := time.Now()
 
-	if reason := m.pace(ctx, deadline, start); reason != nil {
+	if reason := p.Pace(ctx, deadline); reason != nil {
 		if ctx.Err() != nil {
 			// River ended the job's context while it waited for the limiter
 			// (the client is stopping): give it back untouched, so River
@@ -298,80 +296,6 @@ func (m *Middleware) jobDeadline(job *rivertype.JobRow) time.Time {
 		return time.Time{}
 	}
 	return m.deadline(job)
-}
-
-// pace stops an attempt that cannot start before the deadline and waits for
-// the policy's Limiter, as retry.Do does before each attempt (a reservation
-// and one timer): the wait may not end within MinAttemptTime of the
-// deadline. It returns the reason to stop, or the cause of the job's
-// context if River ended it during the wait.
-func (m *Middleware) pace(ctx context.Context, deadline, now time.Time) error {
-	p := m.policy
-	if !fits(now, 0, p.MinAttemptTime, deadline) {
-		return retry.ErrNoTimeLeft
-	}
-	if p.Limiter == nil {
-		return nil
-	}
-	// A worker process that stalls (CPU starvation, a long GC pause) wakes
-	// every attempt whose token came due meanwhile at once: with 500 jobs
-	// queued for a 200/s limiter, a 2 s stall would send 400 attempts in a
-	// burst. So an attempt that wakes later than the limiter needs to refill
-	// its burst reserves a token again, from the time it really woke: the
-	// stalled attempts are spaced anew, and at most a burst goes at once.
-	late := max(time.Millisecond, time.Duration(float64(p.Limiter.Burst())/float64(p.Limiter.Limit())*float64(time.Second)))
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	for {
-		r := p.Limiter.ReserveN(now, 1)
-		if !r.OK() {
-			return errLimiterBurst
-		}
-		d := r.DelayFrom(now)
-		if d <= 0 {
-			return nil
-		}
-		if !fits(now, d, p.MinAttemptTime, deadline) {
-			r.CancelAt(now)
-			return retry.ErrNoTimeLeft
-		}
-		if t == nil {
-			t = time.NewTimer(d)
-		} else {
-			t.Reset(d)
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			r.Cancel()
-			return context.Cause(ctx)
-		}
-		if m.woke != nil {
-			m.woke()
-		}
-		due := now.Add(d)
-		if now = time.Now(); now.Sub(due) <= late {
-			return nil
-		}
-	}
-}
-
-var errLimiterBurst = errors.New("retryriver: Limiter's burst is 0: no attempt can ever start")
-
-// fits reports whether an attempt that starts after wait still has
-// minAttempt of its own strictly before the deadline (zero: none), the
-// core's rule for every wait.
-func fits(now time.Time, wait, minAttempt time.Duration, deadline time.Time) bool {
-	if deadline.IsZero() {
-		return true
-	}
-	left := deadline.Sub(now)
-	wait, minAttempt = max(wait, 0), max(minAttempt, 0)
-	return wait < left && minAttempt < left-wait
 }
 
 // attempt runs doInner on a context that ends at the earlier of now+timeout

@@ -270,7 +270,7 @@ func TestLimiterPacesAttempts(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			const every, jobs = 50 * time.Millisecond, 6
-			m := retryriver.New(retry.Policy{Limiter: rate.NewLimiter(rate.Every(every), 1)})
+			m := retryriver.New(retry.Policy{Limiter: retry.RateLimiter(rate.NewLimiter(rate.Every(every), 1))})
 			log := &attemptLog{}
 			workers := river.NewWorkers()
 			river.AddWorker(workers, &funcWorker{log: log, fn: func(context.Context, *river.Job[failArgs]) error { return nil }})

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/seed93a044d1/retry"
 )
 
@@ -50,7 +52,7 @@ func (h *dueHeap) Pop() any {
 func model(p params, seed uint64) modelResult {
 	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	pol := p.policy()
-	lim := pol.Limiter
+	lim := rate.NewLimiter(rate.Limit(p.limit), p.burst) // driven in virtual time, as the policy's would be in real time
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	type job struct {
 		attempts int

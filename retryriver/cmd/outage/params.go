@@ -67,7 +67,7 @@ func (p params) policy() retry.Policy {
 	return retry.Policy{
 		MaxAttempts:    p.maxAttempts,
 		Backoff:        retry.Exponential{Base: p.base, Cap: p.cap},
-		Limiter:        rate.NewLimiter(rate.Limit(p.limit), p.burst),
+		Limiter:        retry.RateLimiter(rate.NewLimiter(rate.Limit(p.limit), p.burst)),
 		AttemptTimeout: p.attemptTimeout,
 	}
 }
