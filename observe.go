@@ -64,22 +64,49 @@ type Event struct {
 	// failed (see the function [OutcomeUnknown]); when Done, that some
 	// attempt may have, as [Error].OutcomeUnknown says.
 	OutcomeUnknown bool
+
+	// Waited is how long the call really waited before this event's attempt
+	// started: the Limiter's wait before the first attempt, a retry's wait
+	// before it. When Done, it is how long the call had waited since its last
+	// attempt's event, when it ended during a wait or right after one (its
+	// context ended, say, cutting the wait short); else 0. Unlike Wait,
+	// which is the plan, Waited is what happened.
+	Waited time.Duration
+
+	// WaitedFor says what set the wait that Waited measures, as WaitSetBy
+	// says it for Wait when that wait was decided: "backoff", "server" or
+	// "limiter" (the Limiter's wait before a first attempt is "limiter");
+	// "" when Waited is 0.
+	WaitedFor string
 }
+
+// What set a wait, as WaitSetBy and WaitedSetBy say it.
+const (
+	waitByNone uint8 = iota
+	waitByBackoff
+	waitByServer
+	waitByLimiter
+)
+
+var waitByNames = [...]string{"", "backoff", "server", "limiter"}
+
 
 // WaitSetBy says what set Wait: "server" when the server's requested delay
 // (Retry-After) was the longest part, "limiter" when the limiter made the
 // attempt wait longer than both, "backoff" otherwise; "" when no retry
 // follows.
-func (e Event) WaitSetBy() string {
+func (e Event) WaitSetBy() string { return waitByNames[waitBy(e)] }
+
+func waitBy(e Event) uint8 {
 	switch {
 	case !e.Retry:
-		return ""
+		return waitByNone
 	case e.Wait > max(e.Backoff, e.ServerDelay):
-		return "limiter"
+		return waitByLimiter
 	case e.ServerDelay > e.Backoff:
-		return "server"
+		return waitByServer
 	}
-	return "backoff"
+	return waitByBackoff
 }
 
 // AttemptFrom returns the 1-based number of the attempt whose fn received

@@ -205,6 +205,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 
 	// The first attempt is paced by the limiter but never refused by the budget.
 	if p.Limiter != nil {
+		c.waitFrom, c.waitBy = start, waitByLimiter
 		r, at, reason := book(ctx, &p, now, deadline)
 		if reason == nil {
 			now, reason = c.wait(ctx, &p, &r, at, deadline)
@@ -276,6 +277,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		if c.observe != nil {
 			s.retry, s.wait = true, max(at.Sub(now), 0)
 			c.observeAttempt(began, now, c.last, unknown, s)
+			c.waitFrom, c.waitBy = now, waitBy(Event{Retry: true, Wait: s.wait, Backoff: s.backoff, ServerDelay: s.server})
 		}
 		if now, reason = c.wait(ctx, &p, &r, at, deadline); reason != nil {
 			return c.stop(now, reason)
@@ -368,6 +370,11 @@ type call struct {
 	last     error
 	unknown  bool
 	timer    *time.Timer // made on the first real wait, reused after
+
+	// For Observe: when the wait before the next attempt began (zero when
+	// no wait is pending), and what set it.
+	waitFrom time.Time
+	waitBy   uint8
 }
 
 // attempt runs fn once, on a context bounded by timeout. The cancel is
@@ -423,16 +430,30 @@ func (c *call) stop(now time.Time, reason error) error {
 		}
 	}
 	if c.observe != nil {
-		c.observe(c.ctx, Event{
+		e := Event{
 			Attempt:        c.attempts,
 			Done:           true,
 			Err:            err,
 			Elapsed:        elapsed,
 			Reason:         reason,
 			OutcomeUnknown: c.unknown,
-		})
+		}
+		c.waited(&e, now)
+		c.observe(c.ctx, e)
 	}
 	return err
+}
+
+// waited sets e's Waited to the time since the pending wait began, if one
+// did, and ends it.
+func (c *call) waited(e *Event, now time.Time) {
+	if c.waitFrom.IsZero() {
+		return
+	}
+	if e.Waited = max(now.Sub(c.waitFrom), 0); e.Waited > 0 {
+		e.WaitedFor = waitByNames[c.waitBy]
+	}
+	c.waitFrom = time.Time{}
 }
 
 // observeAttempt tells Observe, if set, how an attempt that began at began
@@ -441,7 +462,7 @@ func (c *call) observeAttempt(began, end time.Time, err error, unknown bool, s s
 	if c.observe == nil {
 		return
 	}
-	c.observe(c.ctx, Event{
+	e := Event{
 		Attempt:        c.attempts,
 		Err:            err,
 		Duration:       end.Sub(began),
@@ -451,7 +472,9 @@ func (c *call) observeAttempt(began, end time.Time, err error, unknown bool, s s
 		Backoff:        s.backoff,
 		ServerDelay:    s.server,
 		OutcomeUnknown: unknown,
-	})
+	}
+	c.waited(&e, began)
+	c.observe(c.ctx, e)
 }
 
 // Next is the decision Do takes after a failed attempt, as a pure function,

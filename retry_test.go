@@ -371,8 +371,9 @@ func TestDoObserve(t *testing.T) {
 			{Attempt: 1, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 10 * time.Millisecond,
 				Retry: true, Wait: time.Second, Backoff: time.Second},
 			{Attempt: 2, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 1020 * time.Millisecond,
-				Retry: true, Wait: 2 * time.Second, Backoff: 2 * time.Second},
-			{Attempt: 3, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 3030 * time.Millisecond},
+				Retry: true, Wait: 2 * time.Second, Backoff: 2 * time.Second, Waited: time.Second, WaitedFor: "backoff"},
+			{Attempt: 3, Err: errFlaky, Duration: 10 * time.Millisecond, Elapsed: 3030 * time.Millisecond,
+				Waited: 2 * time.Second, WaitedFor: "backoff"},
 			{Attempt: 3, Done: true, Err: rerr, Elapsed: 3030 * time.Millisecond, Reason: retry.ErrExhausted},
 		}
 		require.Len(t, events, len(want))
@@ -459,8 +460,36 @@ func TestDoObserveStops(t *testing.T) {
 			err:    errFlaky,
 			want: []retry.Event{
 				{Attempt: 1, Err: errFlaky, Retry: true, Wait: time.Second, Backoff: time.Second},
-				{Attempt: 2, Err: errFlaky, Elapsed: time.Second},
+				{Attempt: 2, Err: errFlaky, Elapsed: time.Second, Waited: time.Second, WaitedFor: "backoff"},
 				{Attempt: 2, Done: true, Elapsed: time.Second, Reason: retry.ErrNoTimeLeft},
+			},
+		},
+		{
+			name: "caller cancels during the wait",
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(ctx)
+				time.AfterFunc(400*time.Millisecond, cancel)
+				return ctx, cancel
+			},
+			policy: retry.Policy{Backoff: retry.Constant(time.Second)},
+			err:    errFlaky,
+			want: []retry.Event{
+				{Attempt: 1, Err: errFlaky, Retry: true, Wait: time.Second, Backoff: time.Second},
+				{Attempt: 1, Done: true, Elapsed: 400 * time.Millisecond, Reason: context.Canceled,
+					Waited: 400 * time.Millisecond, WaitedFor: "backoff"},
+			},
+		},
+		{
+			name: "the first attempt waits for the limiter",
+			policy: retry.Policy{MaxAttempts: 1, Limiter: retry.RateLimiter(func() *rate.Limiter {
+				lim := rate.NewLimiter(2, 1)
+				lim.Allow() // the next token comes in 500ms
+				return lim
+			}())},
+			err: errFlaky,
+			want: []retry.Event{
+				{Attempt: 1, Err: errFlaky, Elapsed: 500 * time.Millisecond, Waited: 500 * time.Millisecond, WaitedFor: "limiter"},
+				{Attempt: 1, Done: true, Elapsed: 500 * time.Millisecond, Reason: retry.ErrExhausted},
 			},
 		},
 	}
