@@ -90,7 +90,6 @@ const (
 
 var waitByNames = [...]string{"", "backoff", "server", "limiter"}
 
-
 // WaitSetBy says what set Wait: "server" when the server's requested delay
 // (Retry-After) was the longest part, "limiter" when the limiter made the
 // attempt wait longer than both, "backoff" otherwise; "" when no retry
