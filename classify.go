@@ -455,6 +455,16 @@ func (f *facts) note(err error) {
 	}
 }
 
+// spent reports whether a loop that stopped for reason had used up what it
+// was allowed: its attempts, its budget, its time, or the server's patience.
+func spent(reason error) bool {
+	switch reason {
+	case ErrExhausted, ErrBudgetExhausted, ErrServerDelay, nil:
+		return true
+	}
+	return errors.Is(reason, context.DeadlineExceeded) || errors.Is(reason, context.Canceled)
+}
+
 // noteLoop records an error that came out of a retry loop.
 func (f *facts) noteLoop(e *Error) {
 	if !f.has(isRetried) {
@@ -561,12 +571,13 @@ func classify(c Classifier, err error, f *facts) error {
 		}
 		return nil
 	case f.mark != Stop && f.has(isRetried) && !f.has(isCanceled):
-		// An inner loop that stopped on the error's nature, or on a rule of
-		// safety, did not retry: its reason holds here too.
-		if f.inner == ErrNotRetryable || (f.refusal != nil && f.inner == f.refusal) {
-			return f.inner
+		// An inner loop that spent its attempts, budget or time has retried;
+		// one that stopped for any other reason (the error's nature, a rule
+		// of safety) did not, and its reason holds here too.
+		if spent(f.inner) {
+			return ErrAlreadyRetried
 		}
-		return ErrAlreadyRetried
+		return f.inner
 	}
 	return ErrNotRetryable
 }

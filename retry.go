@@ -677,12 +677,14 @@ var (
 	// attempts, its budget or its time, so retrying at a second layer would
 	// only multiply the load (see DefaultClassifier).
 	ErrAlreadyRetried = errors.New("retry: already retried by an inner loop")
-	// ErrNotIdempotent means the last attempt may have taken effect and the
-	// work is not declared safe to repeat: a retry could do it twice. An
-	// adapter stops a call with it (retryhttp for a POST without an
-	// idempotency key, retrygrpc for a method not declared idempotent)
-	// through an error whose Unrepeatable method returns it.
-	ErrNotIdempotent = errors.New("retry: not idempotent, and the attempt may have taken effect")
+	// ErrNotIdempotent means the work is not declared safe to repeat, and the
+	// last attempt failed in a way that a retry might fix but that may have
+	// left the work done: a retry could do it twice. An adapter stops a call
+	// with it through an error whose Unrepeatable method returns it:
+	// retryhttp for a request that is not idempotent (a POST without an
+	// idempotency key), retrygrpc for a call that may have reached the
+	// server on a method not declared idempotent.
+	ErrNotIdempotent = errors.New("retry: not declared idempotent")
 	// ErrBudgetExhausted means the Policy's Budget refused the retry.
 	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 	// ErrServerDelay means the server asked for a delay above

@@ -14,6 +14,9 @@ import (
 // not, the error from the one attempt is one the default classifier stops
 // on.
 func checkRequest(req *http.Request) error {
+	if req.URL == nil {
+		return errNilURL
+	}
 	if s := req.URL.Scheme; s != "http" && s != "https" {
 		return nil
 	}
@@ -29,7 +32,10 @@ func checkRequest(req *http.Request) error {
 	return checkFields("trailer", req.Trailer)
 }
 
-var errNoHost = errors.New("retryhttp: no host in request URL")
+var (
+	errNoHost = errors.New("retryhttp: no host in request URL")
+	errNilURL = errors.New("retryhttp: nil Request.URL")
+)
 
 // checkFields checks header or trailer fields by RFC 9110's grammar: a name
 // is a token; a value holds no control character but tab. The value itself

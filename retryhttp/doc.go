@@ -18,9 +18,18 @@
 // A streaming body without GetBody is sent once and never buffered behind the
 // caller's back. CONNECT is never retried.
 //
-// A request that is not retried passes through untouched: one call to the
-// Base transport, whose response and error come back as they are, without
-// the per-attempt timeout, budget, limiter or attempt header.
+// A request that is not retried is still a call of the policy, of one
+// attempt: the Limiter paces it, it deposits in the Budget, AttemptTimeout
+// bounds it and Observe sees it, so a provider-wide limit and the metrics
+// count every request. When that attempt fails in a way the policy would
+// retry, the call stops with a Reason that names the rule:
+// [retry.ErrNotIdempotent] for a method that is not idempotent (or that
+// Retryable refused) and for CONNECT, [ErrBodyNotReplayable] for a body that
+// cannot be sent again. Its response comes back as any other call's last
+// response does; a transport error as a [*retry.Error].
+//
+// [NewClient] sets the policy only; [Transport.Client] builds a client from
+// a Transport with every setting (Retryable, AttemptHeader, Timeout).
 //
 // # Responses and errors
 //
@@ -52,8 +61,9 @@
 // that no longer holds the [*retry.Error]. Policy.AttemptTimeout bounds each
 // attempt until its response headers arrive, and no longer: the body of the
 // response handed back is never cut by it, however slowly the caller reads.
-// A discarded response's drain is bounded by AttemptTimeout again, and by
-// the request's context.
+// A discarded response's drain is bounded by AttemptTimeout again (by one
+// second without one), and by the request's context; a drain cut short
+// closes its connection.
 //
 // # Requests that can never be sent
 //

@@ -48,8 +48,10 @@ func ExampleNewClient() {
 
 // POST is not retried by default. Here one endpoint known to be idempotent
 // is opted in, and each retry says which attempt it is; a POST elsewhere is
-// still sent once, and its 503 comes back as it is.
-func ExampleTransport() {
+// still sent once, and its 503 comes back as it is. Transport.Client builds
+// the client with every setting of the Transport, where NewClient takes only
+// the policy.
+func ExampleTransport_Client() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Printf("server: %s %s %q attempt=%q\n", r.Method, r.URL.Path, body, r.Header.Get("Retry-Attempt"))
@@ -61,14 +63,13 @@ func ExampleTransport() {
 	}))
 	defer srv.Close()
 
-	client := &http.Client{Transport: &retryhttp.Transport{
-		Base:   srv.Client().Transport,
+	client := (&retryhttp.Transport{
 		Policy: retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0)},
 		Retryable: func(r *http.Request) bool {
 			return retryhttp.DefaultRetryable(r) || (r.Method == http.MethodPost && r.URL.Path == "/search")
 		},
 		AttemptHeader: "Retry-Attempt",
-	}}
+	}).Client(srv.Client())
 
 	for _, path := range []string{"/search", "/orders"} {
 		// A strings.Reader body can be replayed: http.NewRequest sets GetBody.

@@ -2,7 +2,6 @@ package retryhttp_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -84,17 +83,21 @@ func checkTransportUnderFault(t *testing.T, sc faults.Scenario) {
 	}
 	require.Error(t, err)
 	assert.NoError(t, ctx.Err(), "the call outlived its context: %v", err)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
 	if sc.StreamingBody {
-		// Sent once, untouched: the bare error, which the core's function
-		// still reads right.
-		assert.False(t, errors.As(err, new(*retry.Error)), "error %T is a *retry.Error", err)
-		assert.Equal(t, sc.Decision, retry.DefaultClassifier(err).String(), "DefaultClassifier(%v)", err)
-		assert.Equal(t, sc.Unknown, retry.OutcomeUnknown(err), "OutcomeUnknown(%v)", err)
+		// A call of one attempt, which says why it was not repeated, and
+		// whose error the core's functions still read right.
+		assert.Equal(t, 1, re.Attempts)
+		assert.Equal(t, sc.Decision, retry.DefaultClassifier(re.Last).String(), "DefaultClassifier(%v)", re.Last)
+		if sc.Decision == "retry" {
+			assert.Equal(t, retryhttp.ErrBodyNotReplayable, re.Reason)
+		}
+		assert.Equal(t, sc.Unknown, retry.OutcomeUnknown(re.Last), "OutcomeUnknown(%v)", re.Last)
+		assert.Equal(t, sc.Unknown, re.OutcomeUnknown, "Error.OutcomeUnknown")
 		assert.Equal(t, sc.Requests, len(s.Requests()), "requests the server read")
 		return
 	}
-	var re *retry.Error
-	require.ErrorAs(t, err, &re)
 	t.Logf("last error: %v", re.Last)
 	assert.Equal(t, sc.Decision, retry.DefaultClassifier(re.Last).String(), "DefaultClassifier(%v)", re.Last)
 	assert.Equal(t, sc.Unknown, retry.OutcomeUnknown(re.Last), "OutcomeUnknown(%v)", re.Last)

@@ -13,12 +13,14 @@ var errTimeout error = timeoutError("retryhttp: Transport.Timeout exceeded")
 
 // withTimeout returns a copy of req whose context ends timeout from now, or,
 // for a redirect, when the request that led to it had to end, as
-// http.Client.Timeout counts redirects in the same time.
+// http.Client.Timeout counts redirects in the same time. That deadline is
+// read from the context of the previous hop's request, which every response
+// keeps, with or without a body (a redirect's body is often empty).
 func withTimeout(req *http.Request, timeout time.Duration) (*http.Request, context.CancelFunc) {
 	deadline := time.Now().Add(timeout)
-	if prev := req.Response; prev != nil {
-		if b, ok := prev.Body.(interface{ deadline() time.Time }); ok {
-			deadline = b.deadline()
+	for prev := req.Response; prev != nil && prev.Request != nil; prev = prev.Request.Response {
+		if d, ok := prev.Request.Context().Deadline(); ok && d.Before(deadline) {
+			deadline = d
 		}
 	}
 	ctx, cancel := context.WithDeadlineCause(req.Context(), deadline, errTimeout)
@@ -33,8 +35,7 @@ func bound(resp *http.Response, req *http.Request, release context.CancelFunc) *
 		release()
 		return resp
 	}
-	dl, _ := req.Context().Deadline()
-	b := &timedBody{body: resp.Body, release: release, at: dl}
+	b := &timedBody{body: resp.Body, release: release}
 	if w, ok := resp.Body.(io.Writer); ok {
 		resp.Body = rwTimedBody{b, w} // a 101 Switching Protocols body
 	} else {
@@ -47,7 +48,6 @@ func bound(resp *http.Response, req *http.Request, release context.CancelFunc) *
 type timedBody struct {
 	body    io.ReadCloser
 	release context.CancelFunc
-	at      time.Time
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
@@ -63,10 +63,6 @@ func (b *timedBody) Close() error {
 	b.release()
 	return err
 }
-
-// deadline is when the request that got this response had to end; a
-// redirect from it keeps that deadline.
-func (b *timedBody) deadline() time.Time { return b.at }
 
 type rwTimedBody struct {
 	*timedBody

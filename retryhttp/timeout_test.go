@@ -140,3 +140,42 @@ func TestDrainIntoTheDeadlineIsNoRetry(t *testing.T) {
 	assert.False(t, events[0].Retry, "the attempt's event promised a retry that never came")
 	assert.True(t, events[1].Done)
 }
+
+// A redirect with no body (Content-Length: 0, or any answer to HEAD) keeps
+// the chain's deadline too: the Transport reads it from the previous hop's
+// request, not from a body wrapper that such a response never gets. Five
+// hops of 150ms against a Timeout of 400ms must fail, as http.Client.Timeout
+// would; before, each hop got a fresh Timeout and the chain succeeded.
+func TestTransportTimeoutCoversRedirectsWithoutBody(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			hops := 0
+			var mu sync.Mutex
+			srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(150 * time.Millisecond)
+				mu.Lock()
+				hops++
+				n := hops
+				mu.Unlock()
+				if n >= 5 {
+					w.WriteHeader(http.StatusOK)
+					return
+				}
+				w.Header().Set("Location", "/next")
+				w.Header().Set("Content-Length", "0")
+				w.WriteHeader(http.StatusFound)
+			})
+			client := &http.Client{Transport: &retryhttp.Transport{Timeout: 400 * time.Millisecond}}
+			req, err := http.NewRequest(method, srv.URL+"/first", nil)
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			require.Error(t, err, "the chain of 5 hops of 150ms outlived the 400ms Timeout")
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+	}
+}

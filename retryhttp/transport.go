@@ -51,7 +51,8 @@ type Transport struct {
 	//	func(r *http.Request) bool { return retryhttp.DefaultRetryable(r) || r.Method == http.MethodPost }
 	//
 	// Whatever it says, a CONNECT request, or one whose body cannot be
-	// replayed (Body set, GetBody nil), is sent once.
+	// replayed (Body set, GetBody nil), is sent once. A request sent once is
+	// still a call of the policy, with one attempt: see RoundTrip.
 	Retryable func(*http.Request) bool
 
 	// AttemptHeader, when not empty, is the name of a header that carries
@@ -75,7 +76,12 @@ type Transport struct {
 // NewClient returns a copy of base whose Transport is a [Transport] that
 // retries with p and sends each attempt through base's Transport. A nil base
 // means a zero [http.Client] (so http.DefaultTransport, no timeout). base
-// itself is not changed.
+// itself is not changed. It is shorthand for
+//
+//	(&retryhttp.Transport{Policy: p}).Client(base)
+//
+// which is the way to set the Transport's other fields (Retryable,
+// AttemptHeader, Timeout).
 //
 // base's Timeout moves to the Transport (see Transport.Timeout): it still
 // bounds all attempts, the waits between them and the reading of the body,
@@ -83,11 +89,33 @@ type Transport struct {
 // Timeout passes, replaces the error with one that has lost the
 // *retry.Error, its Attempts and its OutcomeUnknown.
 func NewClient(base *http.Client, p retry.Policy) *http.Client {
+	return (&Transport{Policy: p}).Client(base)
+}
+
+// Client returns a copy of base (nil means a zero [http.Client]) that sends
+// its requests through a copy of t: every setting of t applies, t's Base
+// is base's Transport when t has none, and base's Timeout moves to the
+// copy's Timeout when t has none, as [NewClient] does. Neither t nor base is
+// changed:
+//
+//	client := (&retryhttp.Transport{
+//		Policy:        policy,
+//		Retryable:     func(r *http.Request) bool { return retryhttp.DefaultRetryable(r) || r.URL.Path == "/v1/charges" },
+//		AttemptHeader: "Retry-Attempt",
+//	}).Client(&http.Client{Timeout: 10 * time.Second})
+func (t *Transport) Client(base *http.Client) *http.Client {
 	var c http.Client
 	if base != nil {
 		c = *base
 	}
-	c.Transport = &Transport{Base: c.Transport, Policy: p, Timeout: c.Timeout}
+	tr := *t
+	if tr.Base == nil {
+		tr.Base = c.Transport
+	}
+	if tr.Timeout <= 0 {
+		tr.Timeout = c.Timeout
+	}
+	c.Transport = &tr
 	c.Timeout = 0
 	return &c
 }
@@ -139,11 +167,16 @@ type requestKey struct{}
 // safe to repeat; see [Transport] and the package documentation. It never
 // modifies req: retries send copies, with a fresh body from GetBody.
 //
-// A request that is not retried goes to Base once, and its response and
-// error come back unchanged. Otherwise RoundTrip returns a response and a nil
-// error, or a nil response and a [*retry.Error]. A request that could never
-// be sent (an invalid header, method or host) is refused before any attempt,
-// with an error marked [retry.Permanent] that says why.
+// Every request is a call of the policy: its attempts are paced by the
+// Limiter, the call deposits in the Budget, and Observe sees it, whether it
+// may be retried or not. A request that may not be sent more than once (not
+// idempotent, CONNECT, or a body that cannot be replayed) is a call of one
+// attempt, which stops, when the attempt fails in a way the policy would
+// otherwise retry, with [retry.ErrNotIdempotent] or [ErrBodyNotReplayable]
+// as its Reason. RoundTrip returns a response and a nil error, or a nil
+// response and a [*retry.Error]. A request that could never be sent (an
+// invalid header, method or host) is refused before any attempt, with an
+// error marked [retry.Permanent] that says why.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilRequest
@@ -157,17 +190,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base()
-	if !t.retries(req) {
-		return base.RoundTrip(req)
-	}
 	if err := checkRequest(req); err != nil {
 		closeBody(req)
 		return nil, retry.Permanent(err)
 	}
 
 	ctx := req.Context()
-	c := &call{t: t, base: base, req: req, policy: t.Policy}
+	c := &call{t: t, base: t.base(), req: req, policy: t.Policy, refusal: t.refusal(req)}
 	if p, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
 		c.policy = *p
 	}
@@ -190,15 +219,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if c.held == nil {
 		return nil, err
 	}
-	if ended(ctx) {
-		// Its body can no longer be read: the context it was read under
-		// has ended. Say so with the context's cause.
+	var re *retry.Error
+	if errors.As(err, &re) && errors.Is(re.Reason, cause(ctx)) && ended(ctx) {
+		// The call stopped because the request's context ended: the held
+		// response's body can no longer be read, and the error says why.
 		if c.held.Body != nil {
 			c.held.Body.Close()
-		}
-		var re *retry.Error
-		if errors.As(err, &re) {
-			re.Reason = cause(ctx)
 		}
 		return nil, err
 	}
@@ -228,22 +254,45 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// retries reports whether req may be sent more than once.
-func (t *Transport) retries(req *http.Request) bool {
-	if req.URL == nil || req.Method == http.MethodConnect {
-		return false
-	}
+// refusal returns why req may not be sent more than once, or nil if it may.
+func (t *Transport) refusal(req *http.Request) error {
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false // replaying it would mean buffering it
+		return ErrBodyNotReplayable // replaying it would mean buffering it
 	}
+	if req.Method == http.MethodConnect {
+		return retry.ErrNotIdempotent
+	}
+	retryable := DefaultRetryable
 	if t.Retryable != nil {
-		return t.Retryable(req)
+		retryable = t.Retryable
 	}
-	return DefaultRetryable(req)
+	if !retryable(req) {
+		return retry.ErrNotIdempotent
+	}
+	return nil
 }
 
-// call is the state of one retried RoundTrip. Its methods run on the
-// goroutine that called RoundTrip, inside retry.Do.
+// ErrBodyNotReplayable is the Reason of a call that stopped after one
+// attempt, which another attempt might have fixed, because the request's
+// body cannot be sent again: it is set and GetBody is nil. Buffering a
+// streaming body behind the caller's back could hold any amount of memory,
+// so such a request is never retried; set GetBody (http.NewRequest does for
+// in-memory bodies) to make it retryable.
+var ErrBodyNotReplayable = errors.New("retryhttp: request body cannot be replayed")
+
+// unrepeatable is the error of an attempt that must not be repeated: the
+// core stops the call with reason when the error is otherwise worth a retry.
+type unrepeatable struct {
+	err    error
+	reason error
+}
+
+func (u *unrepeatable) Error() string       { return u.err.Error() }
+func (u *unrepeatable) Unwrap() error       { return u.err }
+func (u *unrepeatable) Unrepeatable() error { return u.reason }
+
+// call is the state of one RoundTrip. Its methods run on the goroutine that
+// called RoundTrip, inside retry.Do.
 type call struct {
 	t       *Transport
 	base    http.RoundTripper
@@ -252,6 +301,7 @@ type call struct {
 	timeout time.Duration
 	observe func(context.Context, retry.Event) // the user's
 	obsCtx  context.Context                    // the request's context, with the request
+	refusal error                              // why req may not be repeated; nil if it may
 
 	attempts int
 	resp     *http.Response // the response of the attempt that succeeded
@@ -311,17 +361,26 @@ func (c *call) attempt(ctx context.Context) error {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close() // a RoundTripper returns one or the other
 		}
-		return &roundTripError{err}
+		return c.refuse(&roundTripError{err})
 	}
 	if resp.Request == nil {
 		resp.Request = r
 	}
 	if err := retry.CheckResponse(resp); err != nil {
 		c.held, c.heldBy = resp, g
-		return err
+		return c.refuse(err)
 	}
 	c.resp = resp
 	return nil
+}
+
+// refuse marks err as the error of an attempt that must not be repeated,
+// when the request may not be.
+func (c *call) refuse(err error) error {
+	if c.refusal == nil {
+		return err
+	}
+	return &unrepeatable{err: err, reason: c.refusal}
 }
 
 // observeEvent is the policy's Observe. Before a retry, the held response is
@@ -350,15 +409,30 @@ func (c *call) observeEvent(ctx context.Context, e retry.Event) {
 // longer body costs more to read than a new connection does.
 const maxDrain = 64 << 10
 
-// discard drains and closes a response that will not be returned. A drain
-// is bounded by the request's context and, if g is set, by timeout again.
+// maxDrainTime bounds the drain of a discarded body when the policy has no
+// AttemptTimeout: a body that stalls (a 503 whose server hangs mid-body) would
+// otherwise hold the retry until the request's context ends, which for a
+// request without a deadline is never. A second is far more than a 64 KiB
+// body takes on any working connection, and far less than a retry is worth.
+const maxDrainTime = time.Second
+
+// discard drains and closes a response that will not be returned. A drain is
+// bounded by the request's context, and by timeout (the policy's
+// AttemptTimeout) or, without one, by maxDrainTime; a drain cut short
+// closes the body, and its connection with it.
 func discard(resp *http.Response, g *guard, timeout time.Duration) {
 	if resp.Body == nil {
 		return
 	}
 	if resp.ContentLength <= maxDrain { // -1, unknown, included
-		if g != nil && g.body != nil { // the body is the guard's
+		if g != nil && g.body != nil { // the body is the guard's: its timer cuts it
 			g.timer.Reset(timeout)
+		} else {
+			if timeout <= 0 {
+				timeout = maxDrainTime
+			}
+			cut := time.AfterFunc(timeout, func() { resp.Body.Close() })
+			defer cut.Stop()
 		}
 		io.CopyN(io.Discard, resp.Body, maxDrain)
 	}

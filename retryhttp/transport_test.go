@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -121,9 +124,9 @@ func TestRoundTripSendsStreamingBodyOnce(t *testing.T) {
 	assert.Equal(t, 1, tr.Calls(), "Base.RoundTrip calls")
 }
 
-// A request that is not retried gets exactly what Base returns: the bare
-// error, not a *retry.Error.
-func TestRoundTripPassesThroughBareErrors(t *testing.T) {
+// A request that is not retried is a call of one attempt, which says why it
+// stopped.
+func TestRoundTripRequestNotRetriedIsOneAttempt(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, busy)
 	srv.Close() // nothing listens any more: connection refused
@@ -135,7 +138,10 @@ func TestRoundTripPassesThroughBareErrors(t *testing.T) {
 	resp, err := rt.RoundTrip(req)
 	require.Error(t, err)
 	assert.Nil(t, resp)
-	assert.False(t, errors.As(err, new(*retry.Error)), "error %T is a *retry.Error", err)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 1, re.Attempts)
+	assert.Equal(t, retry.ErrNotIdempotent, re.Reason, "the policy's rule stopped it, not the error's nature")
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 	assert.Equal(t, 1, tr.Calls(), "Base.RoundTrip calls")
 }
@@ -662,4 +668,142 @@ func TestRoundTripKeepsUpgradedBodyWritable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ping\n", string(got))
 	require.NoError(t, rwc.Close())
+}
+
+// The drain of a discarded response is bounded even when nothing else
+// bounds it (no AttemptTimeout, a request without a deadline): a 503 whose
+// body stalls is cut after a second, its connection closed, and the retry
+// goes ahead. Before, the drain waited for the request's context, forever.
+func TestDrainOfAStalledBodyIsBounded(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "busy")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // the rest of the body never comes
+			return
+		}
+		io.WriteString(w, "hello")
+	})
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{Backoff: retry.Constant(0)})
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Get(srv.URL)
+		if err == nil {
+			defer resp.Body.Close()
+			if body, _ := io.ReadAll(resp.Body); string(body) != "hello" {
+				err = fmt.Errorf("body %q", body)
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		assert.Equal(t, int32(2), n.Load(), "the retry went ahead")
+	case <-time.After(time.Minute):
+		t.Fatal("the drain of the stalled body held the retry")
+	}
+}
+
+// countingLimiter is a Limiter that grants every booking at once and counts
+// them.
+type countingLimiter struct{ booked, cancelled atomic.Int32 }
+
+func (l *countingLimiter) Reserve(_ context.Context, t time.Time) (retry.Reservation, error) {
+	l.booked.Add(1)
+	return retry.Reservation{Start: t}, nil
+}
+func (l *countingLimiter) Cancel(retry.Reservation) { l.cancelled.Add(1) }
+
+// countingBudget is a Budget that grants everything and counts deposits.
+type countingBudget struct{ deposits, withdrawals atomic.Int32 }
+
+func (b *countingBudget) Deposit(time.Time)       { b.deposits.Add(1) }
+func (b *countingBudget) Withdraw(time.Time) bool { b.withdrawals.Add(1); return true }
+
+// Every request goes through the policy, whether it may be retried or not: a
+// POST without an idempotency key, a request whose body cannot be replayed
+// and a CONNECT are each a call of one attempt, paced by the Limiter,
+// deposited in the Budget and observed, then not retried, with a Reason that
+// says which rule stopped it.
+func TestEveryRequestGoesThroughThePolicy(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, busy, busy, busy, busy)
+	lim, budget := &countingLimiter{}, &countingBudget{}
+	var mu sync.Mutex
+	var attempts, dones int
+	var reasons []error
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{
+		Backoff: retry.Constant(0), Limiter: lim, Budget: budget,
+		Observe: func(ctx context.Context, e retry.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Done {
+				dones++
+				reasons = append(reasons, e.Reason)
+			} else {
+				attempts++
+				assert.False(t, e.Retry, "no retry follows")
+				assert.NotNil(t, retryhttp.RequestFrom(ctx))
+			}
+		},
+	})
+	for range 3 {
+		resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("charge"))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the last real response")
+		resp.Body.Close()
+	}
+	req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("stream")))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	assert.Len(t, srv.requests(), 4, "one attempt each")
+	assert.Equal(t, int32(4), lim.booked.Load(), "every attempt was paced")
+	assert.Zero(t, lim.cancelled.Load())
+	assert.Equal(t, int32(4), budget.deposits.Load(), "every call deposited")
+	assert.Zero(t, budget.withdrawals.Load(), "no retry asked the budget")
+	assert.Equal(t, 4, attempts)
+	assert.Equal(t, 4, dones)
+	assert.Equal(t, []error{retry.ErrNotIdempotent, retry.ErrNotIdempotent, retry.ErrNotIdempotent, retryhttp.ErrBodyNotReplayable}, reasons)
+
+	// CONNECT is never retried either, and its one attempt is a call too.
+	tr := &tracker{base: &http.Transport{}}
+	rt := &retryhttp.Transport{Base: tr, Policy: retry.Policy{Backoff: retry.Constant(0), Limiter: lim}}
+	srv.Close()
+	_, err = rt.RoundTrip(&http.Request{Method: http.MethodConnect, URL: &url.URL{Scheme: "http", Host: strings.TrimPrefix(srv.URL, "http://")}, Header: http.Header{}})
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.ErrNotIdempotent, re.Reason)
+	assert.Equal(t, 1, tr.Calls())
+	assert.Equal(t, int32(5), lim.booked.Load())
+}
+
+// Transport.Client copies the Transport and the client, fills the copy's
+// Base and Timeout from the client, and changes neither original.
+func TestTransportClient(t *testing.T) {
+	t.Parallel()
+	base := &http.Client{Transport: &http.Transport{}, Timeout: time.Second}
+	tr := &retryhttp.Transport{AttemptHeader: "Retry-Attempt"}
+	c := tr.Client(base)
+	got, ok := c.Transport.(*retryhttp.Transport)
+	require.True(t, ok)
+	assert.NotSame(t, tr, got)
+	assert.Same(t, base.Transport, got.Base)
+	assert.Equal(t, time.Second, got.Timeout)
+	assert.Equal(t, "Retry-Attempt", got.AttemptHeader)
+	assert.Zero(t, c.Timeout, "the Timeout moved to the Transport")
+	assert.Nil(t, tr.Base, "t unchanged")
+	assert.Equal(t, time.Second, base.Timeout, "base unchanged")
+
+	own := &retryhttp.Transport{Base: http.DefaultTransport, Timeout: time.Minute}
+	got = own.Client(nil).Transport.(*retryhttp.Transport)
+	assert.Same(t, http.DefaultTransport, got.Base, "a Transport's own Base stays")
+	assert.Equal(t, time.Minute, got.Timeout, "and its own Timeout")
 }
