@@ -144,6 +144,15 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 
 // DoValue is [Do] for a function that returns a value: it returns the value
 // of the attempt that succeeded, or the zero T and a [*Error].
+//
+// The value must not need the attempt's context once fn has returned. With
+// Policy.AttemptTimeout set, that context ends as fn returns, so a value
+// still bound to it is cut: an *http.Response whose body is yet to be read
+// fails its reads with context.Canceled, and so does a database cursor. Read
+// such a value to its end inside fn and return what was read (a []byte, a
+// decoded struct), or let retryhttp bound the attempt, whose AttemptTimeout
+// covers only the wait for the response headers. Without AttemptTimeout, fn
+// runs on the caller's context, which lives on.
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	var v T
 	if fn == nil {
