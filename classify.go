@@ -334,19 +334,25 @@ func (f *facts) decide(unknown bool) {
 // inspect walks err's tree, as errors.Is does, and notes its facts.
 func inspect(err error) facts {
 	var f facts
-	f.walk(err)
+	f.walk(err, false)
 	return f
 }
 
-func (f *facts) walk(err error) {
+// walk notes the facts of err's tree. Below a *Error (an inner loop's
+// result) it notes no error's own answers (RetryDecision, Unrepeatable):
+// they were for that loop, which has spoken.
+func (f *facts) walk(err error, inLoop bool) {
 	for err != nil && !nilPointer(err) {
-		f.note(err)
+		f.note(err, inLoop)
+		if _, ok := err.(*Error); ok {
+			inLoop = true
+		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range u.Unwrap() {
-				f.walk(inner)
+				f.walk(inner, inLoop)
 			}
 			return
 		default:
@@ -372,7 +378,7 @@ var sentinels = [...]struct {
 }
 
 // note records the facts of one error in the tree, without unwrapping it.
-func (f *facts) note(err error) {
+func (f *facts) note(err error, inLoop bool) {
 	switch e := err.(type) {
 	case syscall.Errno:
 		switch e {
@@ -424,10 +430,10 @@ func (f *facts) note(err error) {
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
 	}
-	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Unknown {
+	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Unknown && !inLoop {
 		f.own = o.RetryDecision()
 	}
-	if u, ok := err.(interface{ Unrepeatable() error }); ok && f.refusal == nil {
+	if u, ok := err.(interface{ Unrepeatable() error }); ok && f.refusal == nil && !inLoop {
 		f.refusal = u.Unrepeatable()
 	}
 	if d, ok := err.(serverDelayer); ok && !f.delayed {

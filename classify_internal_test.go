@@ -160,6 +160,10 @@ func TestClassify(t *testing.T) {
 		{"unrepeatable over Transient", nil, Transient(refused{ErrNotIdempotent, inner}), ErrNotIdempotent},
 		{"unrepeatable, but not retryable anyway", nil, refused{ErrNotIdempotent, &ResponseError{StatusCode: 400}}, ErrNotRetryable},
 		{"unrepeatable with no reason", nil, refused{nil, inner}, nil},
+		{"an inner loop's last error answers for the inner loop only", nil,
+			&Error{Attempts: 3, Reason: ErrExhausted, Last: ownDecision{Retry}}, ErrAlreadyRetried},
+		{"an inner loop's refusal is the inner loop's", nil,
+			&Error{Attempts: 3, Reason: ErrExhausted, Last: refused{ErrNotIdempotent, inner}}, ErrAlreadyRetried},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
