@@ -54,6 +54,14 @@ import (
 // every error these interceptors give up with holds): a retry.Do around a
 // call through them must not multiply their attempts.
 //
+// Each failed attempt's error also answers for itself with this table,
+// through a method RetryDecision() retry.Decision, which
+// [retry.DefaultClassifier] asks before its own rules. So one Policy shared
+// with retry.Do and retryhttp, with Classifier retry.Classifiers(mine,
+// retry.DefaultClassifier), applies the gRPC table wherever mine has no
+// opinion; DefaultClassifier and that method are the same code, so they
+// cannot disagree.
+//
 // These rules say whether another attempt could succeed, not whether it is
 // safe: the interceptors never repeat a call that may have taken effect
 // unless its method is declared idempotent, whatever the classifier says
@@ -63,20 +71,23 @@ func DefaultClassifier(err error) retry.Decision {
 	if fromLoop(err) {
 		return retry.Stop
 	}
-	var code codes.Code
-	pushback := noPushback
 	if ae, ok := findAttempt(err); ok {
-		code, pushback = ae.code, ae.pushback
-	} else if s, ok := status.FromError(err); ok && s != nil {
-		code = s.Code()
-	} else {
-		return retry.DefaultClassifier(err)
+		return ae.RetryDecision()
 	}
+	if s, ok := status.FromError(err); ok && s != nil {
+		return codeDecision(s.Code(), noPushback)
+	}
+	return retry.DefaultClassifier(err)
+}
+
+// codeDecision is the code table of DefaultClassifier, given what the
+// server's pushback said.
+func codeDecision(code codes.Code, pb pushback) retry.Decision {
 	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return retry.Retry
 	case codes.ResourceExhausted:
-		if pushback == pushedBack {
+		if pb == pushedBack {
 			return retry.Retry
 		}
 	}
@@ -92,10 +103,33 @@ type attemptError struct {
 	code     codes.Code
 	sent     bool // a stream was opened for it: the server may have seen it
 	pushback pushback
+	// unsafe: the attempt may have taken effect and its method is not
+	// declared idempotent.
+	unsafe bool
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
 func (e *attemptError) Unwrap() error { return e.err }
+
+// RetryDecision answers for the attempt with the code table of
+// [DefaultClassifier], which the core's retry.DefaultClassifier asks first:
+// so a Policy whose Classifier is retry.Classifiers(mine,
+// retry.DefaultClassifier), shared with retry.Do and retryhttp, applies the
+// gRPC table wherever mine has no opinion.
+func (e *attemptError) RetryDecision() retry.Decision {
+	return codeDecision(e.code, e.pushback)
+}
+
+// Unrepeatable returns retry.ErrNotIdempotent when the attempt may have
+// taken effect and its method is not declared idempotent: a rule of safety,
+// which the loop applies whatever the classifier says, and which it reports
+// as the reason the call stopped.
+func (e *attemptError) Unrepeatable() error {
+	if e.unsafe {
+		return retry.ErrNotIdempotent
+	}
+	return nil
+}
 
 // OutcomeUnknown reports whether the attempt may have taken effect on the
 // server, which the retry loop records in retry.Error.OutcomeUnknown and the

@@ -18,7 +18,10 @@
 // [DefaultClassifier] retries UNAVAILABLE and DEADLINE_EXCEEDED, and
 // RESOURCE_EXHAUSTED when the server says when to come back; its
 // documentation gives the reason for every code. A Policy's own Classifier
-// replaces it; build on it with [retry.Classifiers].
+// replaces it; build on it with [retry.Classifiers]. A Policy shared with
+// retry.Do and retryhttp, whose Classifier is retry.Classifiers(mine,
+// retry.DefaultClassifier), keeps the gRPC table wherever mine has no
+// opinion: each attempt's error answers for itself with it.
 //
 // Whether another attempt is safe follows gRFC A6: a call that the server
 // may have carried out is repeated only if its method is declared
@@ -31,7 +34,9 @@
 // stops on anyway). May have acted on: anything else once the request was
 // sent, such as UNAVAILABLE from a connection cut mid-call or from the
 // server itself, DEADLINE_EXCEEDED, INTERNAL. This rule is not the
-// classifier's: no Classifier can make the interceptors repeat such a call.
+// classifier's: no Classifier can make the interceptors repeat such a call,
+// which stops with [retry.ErrNotIdempotent] when the classifier would have
+// retried it.
 // A call's error says which case it was through a method OutcomeUnknown()
 // bool, which [retry.Error].OutcomeUnknown reports for the whole call.
 //

@@ -130,7 +130,7 @@ func TestServerStreamRepeatsAnUnknownOutcomeOnlyWhenIdempotent(t *testing.T) {
 
 		_, err := recvAll(watch(t.Context(), t, conn))
 		assert.Equal(t, codes.Unavailable, status.Code(err))
-		assert.ErrorIs(t, err, retry.ErrNotRetryable)
+		assert.ErrorIs(t, err, retry.ErrNotIdempotent)
 		assertOutcomeUnknown(t, retryError(t, err), true)
 		assert.Equal(t, 1, s.count())
 

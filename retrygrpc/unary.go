@@ -85,20 +85,22 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 }
 
 // judge turns a failed attempt's error into what the retry loop needs: the
-// server's pushback as a delay, and a Permanent mark when the server said not
-// to retry or when the attempt may have taken effect and the method is not
-// declared idempotent. Those two are rules of safety, not of chance, so they
-// are marks that no Classifier can override.
+// server's pushback as a delay, a Permanent mark when the server said not to
+// retry, and the attempt's own account of itself (its code table, and
+// whether it is safe to repeat: not when it may have taken effect and the
+// method is not declared idempotent). Safety and the server's refusal are
+// not rules of chance, so no Classifier can override them: the refusal is a
+// marker, and the loop applies an error's Unrepeatable reason after any
+// classifier.
 func (c *config) judge(ctx context.Context, method string, err error, sent bool, trailer metadata.MD) error {
 	ae := &attemptError{err: err, code: status.Code(err), sent: sent}
 	delay, pb := parsePushback(trailer)
 	ae.pushback = pb
-	switch {
-	case pb == refused:
+	if pb == refused {
 		return retry.Permanent(ae)
-	case ae.OutcomeUnknown() && !c.idempotent(ctx, method):
-		return retry.Permanent(ae)
-	case pb == pushedBack:
+	}
+	ae.unsafe = ae.OutcomeUnknown() && !c.idempotent(ctx, method)
+	if pb == pushedBack {
 		return retry.RetryAfter(ae, delay)
 	}
 	return ae

@@ -167,7 +167,7 @@ func TestUnaryRepeatsAnUnknownOutcomeOnlyWhenIdempotent(t *testing.T) {
 				_, err := invoke(t.Context(), conn, methodCreate)
 				took := time.Since(begin)
 				assert.Equal(t, tc.code, status.Code(err))
-				assert.ErrorIs(t, err, retry.ErrNotRetryable)
+				assert.ErrorIs(t, err, retry.ErrNotIdempotent)
 				re := retryError(t, err)
 				assert.Equal(t, 1, re.Attempts)
 				assertOutcomeUnknown(t, re, true)
