@@ -203,3 +203,36 @@ func TestUnrepeatable(t *testing.T) {
 	_, stop := retry.Next(retry.Policy{Classifier: DefaultClassifier}, 1, 0, ae, time.Now(), time.Time{}, 0)
 	assert.ErrorIs(t, stop, retry.ErrNotRetryable)
 }
+
+func TestClientMade(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242885 vs. 4194304)"), true},
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max length allowed on current machine (1 vs. 0)"), true},
+		{status.Error(codes.ResourceExhausted, "grpc: message after decompression larger than max (9 vs. 8)"), true},
+		{status.Error(codes.ResourceExhausted, "grpc: received message after decompression larger than max 8"), true},
+		{status.Error(codes.Internal, "grpc: failed to decompress the received message: bad"), true},
+		{status.Error(codes.Internal, "grpc: failed to unmarshal the received message: bad"), true},
+		{status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC"), true},
+		{status.Error(codes.ResourceExhausted, "stream terminated by RST_STREAM with error code: ENHANCE_YOUR_CALM"), true},
+		{status.Error(codes.PermissionDenied, "stream terminated by RST_STREAM with error code: INADEQUATE_SECURITY"), true},
+		{fmt.Errorf("wrapped: %w", status.Error(codes.ResourceExhausted, "stream terminated by RST_STREAM with error code: FLOW_CONTROL")), true},
+		// REFUSED_STREAM proves the server did not process the stream.
+		{status.Error(codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM"), false},
+		// The server's own answers.
+		{status.Error(codes.ResourceExhausted, "quota exceeded"), false},
+		{status.Error(codes.InvalidArgument, "grpc: nothing like it"), false},
+		{status.Error(codes.ResourceExhausted, "trying to send message larger than max (5 vs. 4)"), false}, // never sent
+		{errors.New("grpc: received message larger than max"), false},                                      // no status
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, clientMade(tt.err), "clientMade(%v)", tt.err)
+	}
+	ae := &attemptError{err: status.Error(codes.ResourceExhausted, "x"), code: codes.ResourceExhausted, sent: true, clientMade: true}
+	assert.True(t, ae.OutcomeUnknown())
+	ae.sent = false
+	assert.False(t, ae.OutcomeUnknown(), "a call that never left the client did nothing")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/seed93a044d1/retry/retrygrpc"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -83,4 +85,41 @@ func TestSharedPolicyKeepsEachWorldsTable(t *testing.T) {
 	err = retry.Do(t.Context(), func(context.Context) error { return errMine }, policy)
 	assert.ErrorIs(t, err, retry.ErrNotRetryable)
 	require.Equal(t, 1, retryError(t, err).Attempts)
+}
+
+// A status that grpc-go makes on the client after the request left says
+// nothing about what the server did: here the server carried the call out
+// and replied over the client's 4 MiB receive limit. Even a classifier that
+// retries RESOURCE_EXHAUSTED must not repeat a method not declared
+// idempotent, and the call's outcome is unknown.
+func TestClientMadeStatusIsAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, nw network, exact bool) {
+		s := newServer(func(_ int, ss grpc.ServerStream) error {
+			return reply(ss, strings.Repeat("x", 5<<20))
+		})
+		retryExhausted := func(err error) retry.Decision {
+			if status.Code(err) == codes.ResourceExhausted {
+				return retry.Retry
+			}
+			return retry.Unknown
+		}
+		conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0),
+			Classifier: retry.Classifiers(retryExhausted, retrygrpc.DefaultClassifier)}, retrygrpc.Idempotent(methodGet))
+		defer stop()
+
+		_, err := invoke(t.Context(), conn, methodCreate)
+		assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+		assert.Contains(t, status.Convert(err).Message(), "received message larger than max")
+		assert.ErrorIs(t, err, retry.ErrNotIdempotent)
+		re := retryError(t, err)
+		assert.Equal(t, 1, re.Attempts)
+		assertOutcomeUnknown(t, re, true)
+		assert.Equal(t, 1, s.count(), "the server ran it once")
+
+		// Declared idempotent, it is the classifier's to decide.
+		_, err = invoke(t.Context(), conn, methodGet)
+		assert.ErrorIs(t, err, retry.ErrExhausted)
+		assert.Equal(t, 1+3, s.count())
+	})
 }

@@ -33,7 +33,10 @@
 // the request (INVALID_ARGUMENT, NOT_FOUND, and the other codes the table
 // stops on anyway). May have acted on: anything else once the request was
 // sent, such as UNAVAILABLE from a connection cut mid-call or from the
-// server itself, DEADLINE_EXCEEDED, INTERNAL. This rule is not the
+// server itself, DEADLINE_EXCEEDED, INTERNAL, and any status that grpc-go
+// made on the client after the request left, whatever its code: a reply
+// over the client's receive limit (RESOURCE_EXHAUSTED), one it could not
+// decompress or decode, a stream reset by the server's HTTP/2 layer. This rule is not the
 // classifier's: no Classifier can make the interceptors repeat such a call,
 // which stops with [retry.ErrNotIdempotent] when the classifier would have
 // retried it.

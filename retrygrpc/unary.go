@@ -94,6 +94,12 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 // classifier.
 func (c *config) judge(ctx context.Context, method string, err error, sent bool, trailer metadata.MD) error {
 	ae := &attemptError{err: err, code: status.Code(err), sent: sent}
+	if sent && clientMade(err) {
+		// Not the server's answer: whatever its trailer held, it does not
+		// speak about this status.
+		ae.clientMade = true
+		trailer = nil
+	}
 	delay, pb := parsePushback(trailer)
 	ae.pushback = pb
 	if pb == refused {
