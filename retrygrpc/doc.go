@@ -123,8 +123,9 @@
 // given: the last attempt's, unchanged (code, message, details), or
 // CANCELLED or DEADLINE_EXCEEDED if the caller's context ended the call.
 // Giving up early because no attempt could fit before the deadline keeps
-// the last attempt's status; errors.Is(err, context.DeadlineExceeded) is
-// true then.
+// the last attempt's status, or is DEADLINE_EXCEEDED if no attempt was
+// made (the limiter's next token comes too late); errors.Is(err,
+// context.DeadlineExceeded) is true then.
 //
 // # One call
 //

@@ -36,7 +36,9 @@ func (e *callError) RetryDecision() retry.Decision { return retry.Stop }
 // caller's context ended the call, and otherwise the last attempt's,
 // unchanged: its code, message and details are the server's. Giving up
 // before the deadline because no attempt could fit (retry.ErrNoTimeLeft)
-// keeps the last attempt's status, which says what went wrong.
+// keeps the last attempt's status, which says what went wrong; with no
+// attempt at all, the status is DEADLINE_EXCEEDED, as if the deadline had
+// come.
 func callFailed(ctx context.Context, err error) error {
 	var re *retry.Error
 	if !errors.As(err, &re) {
@@ -44,6 +46,8 @@ func callFailed(ctx context.Context, err error) error {
 	}
 	st := lastStatus(re)
 	switch {
+	case re.Last == nil && errors.Is(re.Reason, retry.ErrNoTimeLeft):
+		st = status.New(codes.DeadlineExceeded, re.Error())
 	case errors.Is(re.Reason, retry.ErrNoTimeLeft), errors.Is(re.Reason, retry.ErrExhausted),
 		errors.Is(re.Reason, retry.ErrNotRetryable), errors.Is(re.Reason, retry.ErrBudgetExhausted),
 		errors.Is(re.Reason, retry.ErrServerDelay), errors.Is(re.Reason, retry.ErrAlreadyRetried),

@@ -12,6 +12,7 @@ import (
 	"github.com/seed93a044d1/retry/retrygrpc"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -443,6 +444,37 @@ func TestUnaryNeverWaitsIntoTheDeadline(t *testing.T) {
 			assert.Equal(t, 40*time.Millisecond, took)
 		}
 		assert.Less(t, took, 50*time.Millisecond+realTimeSlack)
+	})
+}
+
+// A call stopped before its first attempt for lack of time (the limiter's
+// next token comes after the deadline) reports DEADLINE_EXCEEDED, as the
+// deadline would have, and sends nothing.
+func TestNoTimeForAFirstAttempt(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, nw network, exact bool) {
+		s := newServer(func(_ int, ss grpc.ServerStream) error { return reply(ss, "ok") })
+		lim := rate.NewLimiter(rate.Every(time.Minute), 1)
+		conn, stop := start(t, nw, s, retry.Policy{Limiter: lim}, retrygrpc.Idempotent(methodGet))
+		defer stop()
+		require.True(t, lim.Allow())
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+
+		check := func(err error, what string) {
+			t.Helper()
+			assert.Equal(t, codes.DeadlineExceeded, status.Code(err), what)
+			assert.ErrorIs(t, err, retry.ErrNoTimeLeft, what)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, what)
+			assert.Equal(t, 0, retryError(t, err).Attempts, what)
+		}
+		begin := time.Now()
+		_, err := invoke(ctx, conn, methodGet)
+		check(err, "unary")
+		_, err = conn.NewStream(ctx, uploadDesc, methodUpload)
+		check(err, "client-streaming")
+		assertTook(t, exact, time.Since(begin), 0)
+		assert.Zero(t, s.count())
 	})
 }
 
