@@ -84,12 +84,14 @@
 // applies: it bounds each attempt until commit.
 //
 // A server-streaming call is retried whole: its one request is sent again
-// on a new stream. Its first attempt opens when the caller opens the
-// stream, and the loop runs in the first RecvMsg or Header, so the error of
-// a stream that never committed, the failure to open it included, comes
-// from RecvMsg once retrying has stopped, as gRPC reports a stream's
-// status. The loop's clock, the limiter's first token and the budget's
-// deposit start there too.
+// on a new stream. Opening it sends nothing yet: the loop runs in the first
+// RecvMsg or Header, and its first attempt opens the stream there and sends
+// the request the caller gave SendMsg. So the limiter paces that first
+// attempt, the loop's clock and the budget's deposit start with it, a call
+// stopped before it has sent nothing, and the error of a stream that never
+// committed, the failure to open it included, comes from RecvMsg once
+// retrying has stopped, as gRPC reports a stream's status. Until commit the
+// stream's Context is the caller's context.
 //
 // A client-streaming or bidirectional call is retried only while its stream
 // opens, when nothing has been sent: its messages are never replayed. A6

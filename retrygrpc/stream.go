@@ -24,12 +24,16 @@ import (
 //		grpc.WithChainStreamInterceptor(retrygrpc.StreamClientInterceptor(policy)))
 //
 // A server-streaming call (one request, a stream of responses) is retried
-// whole: the request the caller sent is sent again on a new stream. The
-// first attempt opens when the caller opens the stream; the loop runs in the
-// first RecvMsg or Header, so an error before commit, the failure to open
-// the stream included, comes from RecvMsg once retrying has stopped, as
-// gRPC reports a stream's status. Calling Context before then commits the
-// stream, as it does in grpc-go.
+// whole: the request the caller sent is sent again on a new stream. Opening
+// it sends nothing: the caller's SendMsg and CloseSend are kept, and the
+// loop runs in the first RecvMsg or Header, where its first attempt opens a
+// stream and sends them. So the Limiter paces the first attempt, the Budget
+// and the loop's clock start with it, and a call stopped before it (by the
+// caller's context, or for lack of time) has sent nothing. An error before
+// commit, the failure to open the stream included, comes from RecvMsg once
+// retrying has stopped, as gRPC reports a stream's status. Until commit,
+// Context returns the caller's context, and, unlike gRPC's, calling it does
+// not stop the retrying.
 //
 // A client-streaming or bidirectional call is retried only while its stream
 // is being opened, when nothing has been sent: its messages are never
@@ -58,7 +62,10 @@ func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	if desc.ClientStreams {
 		return s.openOnly()
 	}
-	s.open(ctx)
+	// A server-streaming call's first attempt is opened by the loop, at the
+	// first RecvMsg or Header, with what the caller has sent by then: so the
+	// limiter paces it, the budget's deposit and the loop's clock start with
+	// it, and a call stopped before it has sent nothing.
 	return s, nil
 }
 
@@ -81,7 +88,7 @@ type stream struct {
 	mu        sync.Mutex
 	committed atomic.Bool
 	attempts  int
-	cur       grpc.ClientStream // the current attempt's stream; nil if it could not open
+	cur       grpc.ClientStream // the current attempt's stream; nil before the first, or if it could not open
 	openErr   error             // why it could not open
 	guard     *guard            // bounds the current attempt; nil without AttemptTimeout
 	sent      []any             // the messages sent, for a retry to send again
@@ -131,27 +138,20 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 	return s, nil
 }
 
-// run is the retry loop of a stream that has not committed: wait waits for
-// the current attempt's first response and reports, through its error,
-// whether the attempt failed before commit. The first attempt is the one
-// opened with the stream; each retry opens a new stream and sends it what
-// the caller has sent. It is called with mu held, and commits the stream,
-// whatever the outcome.
+// run is the retry loop of a server-streaming call: each attempt opens a
+// stream, sends it what the caller has sent, and calls wait, which waits for
+// the attempt's first response and reports, through its error, whether the
+// attempt failed before commit. It is called with mu held, and commits the
+// stream, whatever the outcome.
 func (s *stream) run(wait func() error) error {
-	first := true
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
-		if !first {
-			s.open(ctx)
-			if s.cur != nil {
-				if err := s.replay(); err != nil {
-					s.guard.release()
-					return retry.Permanent(err)
-				}
-			}
-		}
-		first = false
+		s.open(ctx)
 		if s.cur == nil {
 			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+		}
+		if err := s.replay(); err != nil {
+			s.guard.release()
+			return retry.Permanent(err)
 		}
 		return wait()
 	}, &s.policy)
@@ -163,7 +163,7 @@ func (s *stream) run(wait func() error) error {
 	return err
 }
 
-// replay sends a new attempt's stream what the caller has sent.
+// replay sends an attempt's stream what the caller has sent.
 func (s *stream) replay() error {
 	for _, m := range s.sent {
 		if err := s.cur.SendMsg(m); err == io.EOF {
@@ -283,21 +283,18 @@ func (s *stream) headerFirst() metadata.MD {
 	return md
 }
 
-// SendMsg sends m. Before commit it also keeps m, for a retry to send again;
-// gRPC already forbids changing a message after sending it. Its errors are
-// those of gRPC's streams: for a server-streaming call, nil; otherwise io.EOF
-// once the stream has failed (RecvMsg says how), or an error the client made.
+// SendMsg sends m. Before commit it keeps m, for each attempt to send when
+// it opens; gRPC already forbids changing a message after sending it. Its
+// errors are those of gRPC's streams: for a server-streaming call, nil
+// before commit, where an error the client makes in sending comes from
+// RecvMsg; otherwise io.EOF once the stream has failed (RecvMsg says how),
+// or an error the client made.
 func (s *stream) SendMsg(m any) error {
 	if !s.committed.Load() {
 		s.mu.Lock()
 		if !s.committed.Load() {
 			defer s.mu.Unlock()
 			s.sent = append(s.sent, m)
-			if s.cur != nil {
-				if err := s.cur.SendMsg(m); err != nil && err != io.EOF {
-					return err
-				}
-			}
 			return nil
 		}
 		s.mu.Unlock()
@@ -315,17 +312,15 @@ func (s *stream) SendMsg(m any) error {
 	return err
 }
 
-// CloseSend closes the sending side of the stream; a retry closes it too. It
-// always returns nil, as gRPC's does.
+// CloseSend closes the sending side of the stream; before commit, each
+// attempt closes it once it has sent what the caller sent. It always returns
+// nil, as gRPC's does.
 func (s *stream) CloseSend() error {
 	if !s.committed.Load() {
 		s.mu.Lock()
 		if !s.committed.Load() {
 			defer s.mu.Unlock()
 			s.closed = true
-			if s.cur != nil {
-				s.cur.CloseSend()
-			}
 			return nil
 		}
 		s.mu.Unlock()
@@ -348,23 +343,12 @@ func (s *stream) Trailer() metadata.MD {
 	return s.cur.Trailer()
 }
 
-// Context returns the stream's context. As in grpc-go, calling it before
-// commit commits the stream: no attempt follows. If the current attempt's
-// stream could not open, RecvMsg returns why, as it is.
+// Context returns the stream's context: once the stream has committed, the
+// committed attempt's (which carries the peer, as gRPC's does); before, the
+// caller's context, since no attempt may be open yet. Unlike gRPC's,
+// calling it before commit does not stop the retrying.
 func (s *stream) Context() context.Context {
-	if !s.committed.Load() {
-		s.mu.Lock()
-		if !s.committed.Load() {
-			if s.cur == nil {
-				s.err = s.openErr
-			} else {
-				s.guard.settle()
-			}
-			s.committed.Store(true)
-		}
-		s.mu.Unlock()
-	}
-	if s.cur == nil {
+	if !s.committed.Load() || s.cur == nil {
 		return s.ctx
 	}
 	return s.cur.Context()
