@@ -129,6 +129,16 @@
 // made (the limiter's next token comes too late); errors.Is(err,
 // context.DeadlineExceeded) is true then.
 //
+// # Call options
+//
+// The call's options reach every attempt, but for [grpc.OnFinish]: gRPC
+// would run it at the end of each attempt, and it documents it as once per
+// call. The interceptors run it themselves, once, with the error the call
+// returns (nil for success), when the call ends: a unary call as it
+// returns, a stream when its committed attempt ends or retrying stops. A
+// server-streaming call whose RecvMsg and Header are never called makes no
+// attempt, and its OnFinish does not run.
+//
 // # One call
 //
 // [CallPolicy] gives one call its own policy, as a [grpc.CallOption]:

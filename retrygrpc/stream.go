@@ -54,8 +54,9 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 
 func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
+	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer}
 	s.policy = *c.policyFor(ctx, opts)
+	s.keepOptions(opts)
 	// The core's AttemptTimeout would end the attempt's context when the
 	// attempt function returns, cutting the stream: the guard does it.
 	s.timeout, s.policy.AttemptTimeout = s.policy.AttemptTimeout, 0
@@ -81,6 +82,14 @@ type stream struct {
 	opts     []grpc.CallOption
 	policy   retry.Policy
 	timeout  time.Duration
+	onFinish []func(error) // the caller's grpc.OnFinish callbacks, run once, when the call ends
+
+	// fin guards the fields below, which the attempts' ends write from
+	// gRPC's goroutines: it is never held while waiting.
+	fin      sync.Mutex
+	final    int   // the attempt whose end is the call's: 0 before commit, -1 if retrying stopped
+	ended    int   // the latest attempt that ended before commit, 0 if none...
+	endedErr error // ...and how
 
 	// Before commit, mu serialises the caller's calls, and the fields below
 	// belong to whichever holds it. committed is set once, after the last
@@ -96,6 +105,22 @@ type stream struct {
 	err       error             // set when retrying stopped before commit: what RecvMsg returns
 }
 
+// keepOptions keeps the call's options for its attempts, but for
+// grpc.OnFinish: gRPC would run it once per attempt, and it is due once per
+// call, with the call's end.
+func (s *stream) keepOptions(opts []grpc.CallOption) {
+	s.opts = make([]grpc.CallOption, 0, len(opts)+1)
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			if f.OnFinish != nil {
+				s.onFinish = append(s.onFinish, f.OnFinish)
+			}
+			continue
+		}
+		s.opts = append(s.opts, o)
+	}
+}
+
 // open opens the next attempt's stream on ctx.
 func (s *stream) open(ctx context.Context) {
 	s.attempts++
@@ -106,12 +131,69 @@ func (s *stream) open(ctx context.Context) {
 	if s.guard != nil {
 		ctx = s.guard.ctx
 	}
-	s.cur, s.openErr = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	opts := s.opts
+	if len(s.onFinish) > 0 {
+		n := s.attempts
+		opts = append(opts[:len(opts):len(opts)], grpc.OnFinish(func(err error) { s.attemptEnded(n, err) }))
+	}
+	s.cur, s.openErr = s.streamer(ctx, s.desc, s.cc, s.method, opts...)
 	if s.openErr != nil {
 		s.cur = nil
 		s.openErr = s.guard.explain(s.openErr)
 		s.guard.release()
 		s.guard = nil
+	}
+}
+
+// attemptEnded is told by gRPC that attempt n's stream has ended with err.
+// Only the committed attempt's end is the call's; gRPC may tell it before
+// the loop has committed that attempt, so the latest end is kept until then.
+func (s *stream) attemptEnded(n int, err error) {
+	s.fin.Lock()
+	if s.final != n {
+		if s.final == 0 && n > s.ended {
+			s.ended, s.endedErr = n, err
+		}
+		s.fin.Unlock()
+		return
+	}
+	s.fin.Unlock()
+	s.finish(err)
+}
+
+// commit records that the current attempt's end is the call's, and
+// finishes the call if that attempt has ended already.
+func (s *stream) commit() {
+	s.committed.Store(true)
+	if len(s.onFinish) == 0 {
+		return
+	}
+	s.fin.Lock()
+	s.final = s.attempts
+	ended, err := s.ended == s.attempts, s.endedErr
+	s.fin.Unlock()
+	if ended {
+		s.finish(err)
+	}
+}
+
+// stopped records that retrying stopped before commit with err, the call's
+// end, and finishes the call.
+func (s *stream) stopped(err error) {
+	if len(s.onFinish) == 0 {
+		return
+	}
+	s.fin.Lock()
+	s.final = -1
+	s.fin.Unlock()
+	s.finish(err)
+}
+
+// finish runs the caller's OnFinish callbacks. The call's end comes once:
+// the committed attempt's end, or the loop's giving up.
+func (s *stream) finish(err error) {
+	for _, f := range s.onFinish {
+		f(err)
 	}
 }
 
@@ -129,9 +211,11 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 		return nil
 	}, &s.policy)
 	if err != nil {
-		return nil, callFailed(s.ctx, err)
+		err = callFailed(s.ctx, err)
+		s.stopped(err)
+		return nil, err
 	}
-	s.committed.Store(true)
+	s.commit()
 	if s.guard == nil {
 		return s.cur, nil // nothing to release when it ends: the stream itself will do
 	}
@@ -158,9 +242,12 @@ func (s *stream) run(wait func() error) error {
 	if err != nil {
 		s.guard.release()
 		s.err = callFailed(s.ctx, err)
+		s.committed.Store(true)
+		s.stopped(s.err)
+		return err
 	}
-	s.committed.Store(true)
-	return err
+	s.commit()
+	return nil
 }
 
 // replay sends an attempt's stream what the caller has sent.

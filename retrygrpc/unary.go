@@ -42,15 +42,29 @@ func (c *config) unary(ctx context.Context, method string, req, reply any, cc *g
 	u := &unaryCall{cfg: c, ctx: ctx, method: method, req: req, reply: reply, cc: cc, invoker: invoker}
 	u.policy = c.policyFor(ctx, opts)
 	// Each attempt also learns whether a stream was opened (the peer is set
-	// only then) and the server's trailer, where pushback comes.
-	u.opts = make([]grpc.CallOption, len(opts), len(opts)+2)
-	copy(u.opts, opts)
+	// only then) and the server's trailer, where pushback comes. The
+	// caller's grpc.OnFinish callbacks are kept out of the attempts: gRPC
+	// would run them once per attempt, and they are due once per call.
+	u.opts = make([]grpc.CallOption, 0, len(opts)+2)
+	var finish []func(error)
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			finish = append(finish, f.OnFinish)
+			continue
+		}
+		u.opts = append(u.opts, o)
+	}
 	u.opts = append(u.opts, grpc.Peer(&u.peer), grpc.Trailer(&u.trailer))
 	err := retry.Do(ctx, u.attempt, u.policy)
-	if err == nil {
-		return nil
+	if err != nil {
+		err = callFailed(ctx, err)
 	}
-	return callFailed(ctx, err)
+	for _, f := range finish {
+		if f != nil {
+			f(err)
+		}
+	}
+	return err
 }
 
 // unaryCall is one unary call through the interceptor. Its attempts run on
