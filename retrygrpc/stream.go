@@ -70,8 +70,9 @@ func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	return s, nil
 }
 
-// stream is one streaming call through the interceptor, and the
-// grpc.ClientStream handed to the caller.
+// stream is one streaming call through the interceptor, and, for a
+// server-streaming call, the grpc.ClientStream handed to the caller; a
+// client-streaming or bidirectional call gets its committed attempt's own.
 type stream struct {
 	cfg      *config
 	ctx      context.Context
@@ -132,9 +133,16 @@ func (s *stream) open(ctx context.Context) {
 		ctx = s.guard.ctx
 	}
 	opts := s.opts
-	if len(s.onFinish) > 0 {
-		n := s.attempts
-		opts = append(opts[:len(opts):len(opts)], grpc.OnFinish(func(err error) { s.attemptEnded(n, err) }))
+	if len(s.onFinish) > 0 || s.guard != nil {
+		// gRPC tells when the attempt's stream ends, however it ends (the
+		// last RecvMsg, an error, the connection's close, the caller's
+		// context): then its guard is released, and the call finishes if
+		// this attempt was the committed one.
+		n, g := s.attempts, s.guard
+		opts = append(opts[:len(opts):len(opts)], grpc.OnFinish(func(err error) {
+			g.release()
+			s.attemptEnded(n, err)
+		}))
 	}
 	s.cur, s.openErr = s.streamer(ctx, s.desc, s.cc, s.method, opts...)
 	if s.openErr != nil {
@@ -149,6 +157,9 @@ func (s *stream) open(ctx context.Context) {
 // Only the committed attempt's end is the call's; gRPC may tell it before
 // the loop has committed that attempt, so the latest end is kept until then.
 func (s *stream) attemptEnded(n int, err error) {
+	if len(s.onFinish) == 0 {
+		return
+	}
 	s.fin.Lock()
 	if s.final != n {
 		if s.final == 0 && n > s.ended {
@@ -216,10 +227,9 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 		return nil, err
 	}
 	s.commit()
-	if s.guard == nil {
-		return s.cur, nil // nothing to release when it ends: the stream itself will do
-	}
-	return s, nil
+	// Committed as it opens, the stream is the caller's: its guard is
+	// released by the attempt's OnFinish, however it ends.
+	return s.cur, nil
 }
 
 // run is the retry loop of a server-streaming call: each attempt opens a
@@ -240,7 +250,6 @@ func (s *stream) run(wait func() error) error {
 		return wait()
 	}, &s.policy)
 	if err != nil {
-		s.guard.release()
 		s.err = callFailed(s.ctx, err)
 		s.committed.Store(true)
 		s.stopped(s.err)
@@ -287,11 +296,7 @@ func (s *stream) RecvMsg(m any) error {
 	if s.err != nil {
 		return s.err
 	}
-	err := s.cur.RecvMsg(m)
-	if err != nil {
-		s.guard.release() // the stream is over
-	}
-	return err
+	return s.cur.RecvMsg(m)
 }
 
 func (s *stream) recvFirst(m any) error {
@@ -305,14 +310,12 @@ func (s *stream) recvFirst(m any) error {
 			}
 			return nil
 		case err == io.EOF: // over, successfully, without a message
-			s.guard.release()
 			end = err
 			return nil
 		}
 		if md, _ := s.cur.Header(); md != nil {
 			// The server's header had come: the stream was committed, and
 			// its error is returned as it is.
-			s.guard.release()
 			end = err
 			return nil
 		}
@@ -338,11 +341,7 @@ func (s *stream) Header() (metadata.MD, error) {
 	if s.err != nil {
 		return nil, nil
 	}
-	md, err := s.cur.Header()
-	if err != nil {
-		s.guard.release()
-	}
-	return md, err
+	return s.cur.Header()
 }
 
 func (s *stream) headerFirst() metadata.MD {
@@ -364,7 +363,6 @@ func (s *stream) headerFirst() metadata.MD {
 		if err := s.cur.RecvMsg(new(emptypb.Empty)); err != nil && err != io.EOF {
 			return s.fail(err)
 		}
-		s.guard.release()
 		return nil
 	})
 	return md
@@ -387,16 +385,9 @@ func (s *stream) SendMsg(m any) error {
 		s.mu.Unlock()
 	}
 	if s.err != nil {
-		if s.desc.ClientStreams {
-			return io.EOF
-		}
-		return nil
+		return nil // a server-streaming call's: RecvMsg says why it failed
 	}
-	err := s.cur.SendMsg(m)
-	if err != nil && err != io.EOF {
-		s.guard.release() // such an error ends the stream
-	}
-	return err
+	return s.cur.SendMsg(m)
 }
 
 // CloseSend closes the sending side of the stream; before commit, each
