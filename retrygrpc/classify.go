@@ -112,6 +112,9 @@ type attemptError struct {
 	// unsafe: the attempt may have taken effect and its method is not
 	// declared idempotent.
 	unsafe bool
+	// grpcRetried: grpc-go's own retries are on for the method, so the
+	// attempt was a whole retry loop of grpc-go's.
+	grpcRetried bool
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
@@ -126,12 +129,17 @@ func (e *attemptError) RetryDecision() retry.Decision {
 	return codeDecision(e.code, e.pushback)
 }
 
-// Unrepeatable returns retry.ErrNotIdempotent when the attempt may have
-// taken effect and its method is not declared idempotent: a rule of safety,
-// which the loop applies whatever the classifier says, and which it reports
-// as the reason the call stopped.
+// Unrepeatable returns why the attempt must not be repeated, if it must
+// not: retry.ErrAlreadyRetried when grpc-go's own retries are on for the
+// method (the attempt was their whole loop), retry.ErrNotIdempotent when it
+// may have taken effect and its method is not declared idempotent. These are
+// rules of safety, which the loop applies whatever the classifier says, and
+// reports as the reason the call stopped.
 func (e *attemptError) Unrepeatable() error {
-	if e.unsafe {
+	switch {
+	case e.grpcRetried:
+		return retry.ErrAlreadyRetried
+	case e.unsafe:
 		return retry.ErrNotIdempotent
 	}
 	return nil

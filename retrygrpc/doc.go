@@ -107,14 +107,32 @@
 //
 // grpc-go retries the methods that a service config gives a retryPolicy,
 // and that config can come from the name resolver (DNS TXT records, xDS)
-// without the client's code asking for it. Left on, those retries multiply
-// with the interceptors' (MaxAttempts times maxAttempts attempts, each
-// budget blind to the other's), and both write grpc-previous-rpc-attempts,
-// so the server cannot tell attempts apart. So turn them off with
-// [grpc.WithDisableRetry] on the connections that use these interceptors.
-// That leaves grpc-go's transparent retries on: they repeat only calls that
-// never reached the server's application (A6), which is safe under the
-// interceptors and invisible to them.
+// without the client's code asking for it. Left on, those retries would
+// multiply with the interceptors' (MaxAttempts times maxAttempts attempts,
+// each budget blind to the other's), and both write
+// grpc-previous-rpc-attempts, so the server could not tell attempts apart.
+// So turn them off with [grpc.WithDisableRetry] on the connections that use
+// these interceptors. That leaves grpc-go's transparent retries on: they
+// repeat only calls that never reached the server's application (A6), which
+// is safe under the interceptors and invisible to them.
+//
+// If they are on for a method all the same (its service config has a
+// retryPolicy, as ClientConn.GetMethodConfig reports it, and the connection
+// was dialled without WithDisableRetry), the interceptors do not retry its
+// calls: each makes one attempt, which is grpc-go's whole loop, and stops
+// with [retry.ErrAlreadyRetried] where it would have retried. The first
+// time this happens for a method, they log a warning through grpclog
+// (component "retrygrpc") naming the method and the fix. Refusing the call
+// would turn a resolver's config change into an outage, and retrying it
+// would multiply the load on a failing server; leaving it to grpc-go keeps
+// the service owner's retry policy and no more. The check runs only after
+// a failed attempt, so a call that succeeds pays nothing for it. A retry
+// policy that xDS gives per route is not in that service config, and goes
+// unseen. grpc-go does not say whether WithDisableRetry was given: the
+// interceptors read it from the ClientConn's options by reflection, where a
+// test pins it for the grpc-go version this module requires; should a
+// later version move it, they keep retrying and warn that the retries may
+// multiply.
 //
 // # Errors
 //

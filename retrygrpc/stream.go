@@ -214,7 +214,7 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
 		s.open(ctx)
 		if s.cur == nil {
-			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil)
 		}
 		if !s.guard.settle() { // it opened as its time ran out
 			return s.fail(errAttemptTimeout)
@@ -241,7 +241,7 @@ func (s *stream) run(wait func() error) error {
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
 		s.open(ctx)
 		if s.cur == nil {
-			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil)
 		}
 		if err := s.replay(); err != nil {
 			s.guard.release()
@@ -279,7 +279,7 @@ func (s *stream) replay() error {
 func (s *stream) fail(err error) error {
 	err = s.guard.explain(err)
 	s.guard.release()
-	return s.cfg.judge(s.ctx, s.method, err, true, s.cur.Trailer())
+	return s.cfg.judge(s.ctx, s.cc, s.method, err, true, s.cur.Trailer())
 }
 
 // RecvMsg receives the next message into m. Before commit it runs the retry

@@ -95,7 +95,7 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return u.cfg.judge(u.ctx, u.method, err, u.peer.Addr != nil, u.trailer)
+	return u.cfg.judge(u.ctx, u.cc, u.method, err, u.peer.Addr != nil, u.trailer)
 }
 
 // judge turns a failed attempt's error into what the retry loop needs: the
@@ -106,8 +106,9 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 // not rules of chance, so no Classifier can override them: the refusal is a
 // marker, and the loop applies an error's Unrepeatable reason after any
 // classifier.
-func (c *config) judge(ctx context.Context, method string, err error, sent bool, trailer metadata.MD) error {
-	ae := &attemptError{err: err, code: status.Code(err), sent: sent}
+func (c *config) judge(ctx context.Context, cc *grpc.ClientConn, method string, err error, sent bool,
+	trailer metadata.MD) error {
+	ae := &attemptError{err: err, code: status.Code(err), sent: sent, grpcRetried: c.grpcRetries(cc, method)}
 	if sent && clientMade(err) {
 		// Not the server's answer: whatever its trailer held, it does not
 		// speak about this status.
