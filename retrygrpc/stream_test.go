@@ -333,10 +333,12 @@ func TestServerStreamFirstAttemptIsPaced(t *testing.T) {
 			assert.Equal(t, 200*time.Millisecond, time.Duration(arrived.Load()))
 		}
 
-		require.True(t, lim.AllowN(time.Now().Add(200*time.Millisecond), 1)) // the next token is 400ms away
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		// A limiter whose next token comes long after the deadline.
+		late := rate.NewLimiter(rate.Every(time.Hour), 1)
+		require.True(t, late.Allow())
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		cs = watch(ctx, t, conn)
+		cs = watch(ctx, t, conn, retrygrpc.CallPolicy(retry.Policy{Limiter: late}))
 		_, err = recvAll(cs)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.ErrorIs(t, err, retry.ErrNoTimeLeft)
