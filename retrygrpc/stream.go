@@ -101,7 +101,7 @@ type stream struct {
 	cur       grpc.ClientStream // the current attempt's stream; nil before the first, or if it could not open
 	openErr   error             // why it could not open
 	guard     *guard            // bounds the current attempt; nil without AttemptTimeout
-	sent      []any             // the messages sent, for a retry to send again
+	sent      []any             // the messages the caller sent, for each attempt to send
 	closed    bool              // CloseSend was called
 	err       error             // set when retrying stopped before commit: what RecvMsg returns
 }
