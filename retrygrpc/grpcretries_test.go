@@ -34,7 +34,17 @@ func TestGRPCRetriesOnAreDetected(t *testing.T) {
 				method += "Disabled"
 			}
 			warnedBefore := len(logged(method)) // from an earlier run of the test, with -count
-			s := newServer(fail(codes.Unavailable))
+			// The server reads the request before it fails: with grpc-go's
+			// retries on, a failure that races the request's sending ends
+			// grpc-go's loop in SendMsg with a bare "max retries exhausted"
+			// error, code UNKNOWN.
+			s := newServer(func(_ int, ss grpc.ServerStream) error {
+				var req wrapperspb.StringValue
+				if err := ss.RecvMsg(&req); err != nil {
+					return err
+				}
+				return status.Error(codes.Unavailable, "failing")
+			})
 			lis, dial, _ := nw.listen(t)
 			srv := s.serveOn(lis)
 			conn := dialRaw(t, dial, disabled, retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0)},
