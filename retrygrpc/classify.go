@@ -1,6 +1,9 @@
 package retrygrpc
 
 import (
+	"errors"
+	"strings"
+
 	"github.com/seed93a044d1/retry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,6 +57,14 @@ import (
 // every error these interceptors give up with holds): a retry.Do around a
 // call through them must not multiply their attempts.
 //
+// Each failed attempt's error also answers for itself with this table,
+// through a method RetryDecision() retry.Decision, which
+// [retry.DefaultClassifier] asks before its own rules. So one Policy shared
+// with retry.Do and retryhttp, with Classifier retry.Classifiers(mine,
+// retry.DefaultClassifier), applies the gRPC table wherever mine has no
+// opinion; DefaultClassifier and that method are the same code, so they
+// cannot disagree.
+//
 // These rules say whether another attempt could succeed, not whether it is
 // safe: the interceptors never repeat a call that may have taken effect
 // unless its method is declared idempotent, whatever the classifier says
@@ -63,20 +74,23 @@ func DefaultClassifier(err error) retry.Decision {
 	if fromLoop(err) {
 		return retry.Stop
 	}
-	var code codes.Code
-	pushback := noPushback
 	if ae, ok := findAttempt(err); ok {
-		code, pushback = ae.code, ae.pushback
-	} else if s, ok := status.FromError(err); ok && s != nil {
-		code = s.Code()
-	} else {
-		return retry.DefaultClassifier(err)
+		return ae.RetryDecision()
 	}
+	if s, ok := status.FromError(err); ok && s != nil {
+		return codeDecision(s.Code(), noPushback)
+	}
+	return retry.DefaultClassifier(err)
+}
+
+// codeDecision is the code table of DefaultClassifier, given what the
+// server's pushback said.
+func codeDecision(code codes.Code, pb pushback) retry.Decision {
 	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return retry.Retry
 	case codes.ResourceExhausted:
-		if pushback == pushedBack {
+		if pb == pushedBack {
 			return retry.Retry
 		}
 	}
@@ -92,10 +106,44 @@ type attemptError struct {
 	code     codes.Code
 	sent     bool // a stream was opened for it: the server may have seen it
 	pushback pushback
+	// clientMade: grpc-go made the status on the client after the request
+	// left, so it says nothing about what the server did.
+	clientMade bool
+	// unsafe: the attempt may have taken effect and its method is not
+	// declared idempotent.
+	unsafe bool
+	// grpcRetried: grpc-go's own retries are on for the method, so the
+	// attempt was a whole retry loop of grpc-go's.
+	grpcRetried bool
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
 func (e *attemptError) Unwrap() error { return e.err }
+
+// RetryDecision answers for the attempt with the code table of
+// [DefaultClassifier], which the core's retry.DefaultClassifier asks first:
+// so a Policy whose Classifier is retry.Classifiers(mine,
+// retry.DefaultClassifier), shared with retry.Do and retryhttp, applies the
+// gRPC table wherever mine has no opinion.
+func (e *attemptError) RetryDecision() retry.Decision {
+	return codeDecision(e.code, e.pushback)
+}
+
+// Unrepeatable returns why the attempt must not be repeated, if it must
+// not: retry.ErrAlreadyRetried when grpc-go's own retries are on for the
+// method (the attempt was their whole loop), retry.ErrNotIdempotent when it
+// may have taken effect and its method is not declared idempotent. These are
+// rules of safety, which the loop applies whatever the classifier says, and
+// reports as the reason the call stopped.
+func (e *attemptError) Unrepeatable() error {
+	switch {
+	case e.grpcRetried:
+		return retry.ErrAlreadyRetried
+	case e.unsafe:
+		return retry.ErrNotIdempotent
+	}
+	return nil
+}
 
 // OutcomeUnknown reports whether the attempt may have taken effect on the
 // server, which the retry loop records in retry.Error.OutcomeUnknown and the
@@ -112,9 +160,16 @@ func (e *attemptError) Unwrap() error { return e.err }
 // that may come from a call cut off mid-way or from a server that failed
 // part of the way through: CANCELLED, UNKNOWN, DEADLINE_EXCEEDED, INTERNAL,
 // UNAVAILABLE, DATA_LOSS, and any code not listed.
+//
+// Whatever its code, it is true for a status that grpc-go made on the
+// client after the request left (see clientMade): such a status proves
+// nothing about the server, which may have carried the call out.
 func (e *attemptError) OutcomeUnknown() bool {
 	if !e.sent {
 		return false
+	}
+	if e.clientMade {
+		return true
 	}
 	switch e.code {
 	case codes.Unavailable, codes.ResourceExhausted:
@@ -128,6 +183,55 @@ func (e *attemptError) OutcomeUnknown() bool {
 		return false
 	}
 	return true
+}
+
+// clientMade reports whether err's status is one that grpc-go (v1.85, read
+// in its source) makes on the client while receiving the response, or from
+// the server's HTTP/2 stream reset: a reply over the client's receive limit
+// (RESOURCE_EXHAUSTED, the 4 MiB default included), a reply that cannot be
+// decompressed or decoded, a unary reply with no message or with two
+// (INTERNAL), and a stream that the server's HTTP/2 layer reset with any code
+// but REFUSED_STREAM (RESOURCE_EXHAUSTED for ENHANCE_YOUR_CALM and
+// FLOW_CONTROL, PERMISSION_DENIED for INADEQUATE_SECURITY, INTERNAL...),
+// which grpc-go's transparent retry already handles as unprocessed. They are
+// recognised by their text, as grpc-go gives no other sign.
+//
+// A gRPC server's own receive limit reports a request that is too large with
+// the same text as the client's limit; so that answer counts as an unknown
+// outcome too. That can only keep a call from being repeated, never make
+// one repeat: the code table stops on RESOURCE_EXHAUSTED without a pushback.
+func clientMade(err error) bool {
+	var gs interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &gs) {
+		return false
+	}
+	msg := gs.GRPCStatus().Message()
+	if rest, ok := strings.CutPrefix(msg, "stream terminated by RST_STREAM with error code: "); ok {
+		return rest != "REFUSED_STREAM"
+	}
+	for _, prefix := range clientMadePrefixes {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientMadePrefixes begin the messages of the statuses grpc-go's client
+// makes while receiving a response (rpc_util.go and stream.go in v1.85).
+var clientMadePrefixes = [...]string{
+	"grpc: received message larger than max",                     // the receive limit, before decompression
+	"grpc: message after decompression larger than max",          // the receive limit, after
+	"grpc: received message after decompression larger than max", // the same, with an encoding.Compressor
+	"grpc: failed to decompress the",
+	"grpc: failed to read decompressed data",
+	"grpc: no decompressor available",
+	"grpc: Decompressor is not installed",
+	"grpc: compressed flag set with identity or empty encoding",
+	"grpc: received unexpected payload format",
+	"grpc: peer compressed the response",
+	"grpc: failed to unmarshal the received message",
+	"cardinality violation: ",
 }
 
 // fromLoop reports whether err's tree holds a *retry.Error.

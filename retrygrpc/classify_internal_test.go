@@ -106,6 +106,12 @@ func TestDefaultClassifierTable(t *testing.T) {
 			}
 			ae := &attemptError{err: status.Error(c, "x"), code: c, sent: true, pushback: pb}
 			assert.Equal(t, want, DefaultClassifier(ae), "DefaultClassifier(%v, pushback %d)", c, pb)
+			// The attempt answers for itself with the same table, which the
+			// core's default classifier applies, alone or after the user's.
+			assert.Equal(t, want, ae.RetryDecision(), "RetryDecision(%v, pushback %d)", c, pb)
+			assert.Equal(t, want, retry.DefaultClassifier(ae), "retry.DefaultClassifier(%v, pushback %d)", c, pb)
+			mine := retry.Classifiers(func(error) retry.Decision { return retry.Unknown }, retry.DefaultClassifier)
+			assert.Equal(t, want, mine(retry.RetryAfter(ae, time.Second)), "Classifiers(mine, retry.DefaultClassifier)(%v)", c)
 			// Wrapped as the interceptors wrap it for the loop.
 			wrapped := retry.Permanent(retry.RetryAfter(ae, time.Second))
 			assert.Equal(t, want, DefaultClassifier(wrapped), "DefaultClassifier(wrapped %v)", c)
@@ -113,6 +119,7 @@ func TestDefaultClassifierTable(t *testing.T) {
 			// retried again.
 			given := &callError{err: &retry.Error{Reason: retry.ErrExhausted, Last: wrapped}}
 			assert.Equal(t, retry.Stop, DefaultClassifier(given), "DefaultClassifier(given up on %v)", c)
+			assert.Equal(t, retry.Stop, retry.DefaultClassifier(given), "retry.DefaultClassifier(given up on %v)", c)
 		}
 		// A bare status error has no pushback.
 		want := retry.Stop
@@ -176,4 +183,56 @@ func TestProtoName(t *testing.T) {
 			assert.Equal(t, tt.want, string(got), "protoName(%q)", tt.method)
 		}
 	}
+}
+
+// An attempt that may have taken effect, on a method not declared
+// idempotent, says so through Unrepeatable, which the loop reports as
+// retry.ErrNotIdempotent whenever the classifier would have retried it.
+func TestUnrepeatable(t *testing.T) {
+	t.Parallel()
+	ae := &attemptError{err: status.Error(codes.Unavailable, "x"), code: codes.Unavailable, sent: true}
+	assert.NoError(t, ae.Unrepeatable())
+	ae.unsafe = true
+	assert.ErrorIs(t, ae.Unrepeatable(), retry.ErrNotIdempotent)
+	for _, c := range []retry.Classifier{nil, DefaultClassifier, func(error) retry.Decision { return retry.Retry }} {
+		_, stop := retry.Next(retry.Policy{Classifier: c}, 1, 0, ae, time.Now(), time.Time{}, 0)
+		assert.ErrorIs(t, stop, retry.ErrNotIdempotent)
+	}
+	// A code that is not worth retrying stops for that reason.
+	ae = &attemptError{err: status.Error(codes.Internal, "x"), code: codes.Internal, sent: true, unsafe: true}
+	_, stop := retry.Next(retry.Policy{Classifier: DefaultClassifier}, 1, 0, ae, time.Now(), time.Time{}, 0)
+	assert.ErrorIs(t, stop, retry.ErrNotRetryable)
+}
+
+func TestClientMade(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242885 vs. 4194304)"), true},
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max length allowed on current machine (1 vs. 0)"), true},
+		{status.Error(codes.ResourceExhausted, "grpc: message after decompression larger than max (9 vs. 8)"), true},
+		{status.Error(codes.ResourceExhausted, "grpc: received message after decompression larger than max 8"), true},
+		{status.Error(codes.Internal, "grpc: failed to decompress the received message: bad"), true},
+		{status.Error(codes.Internal, "grpc: failed to unmarshal the received message: bad"), true},
+		{status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC"), true},
+		{status.Error(codes.ResourceExhausted, "stream terminated by RST_STREAM with error code: ENHANCE_YOUR_CALM"), true},
+		{status.Error(codes.PermissionDenied, "stream terminated by RST_STREAM with error code: INADEQUATE_SECURITY"), true},
+		{fmt.Errorf("wrapped: %w", status.Error(codes.ResourceExhausted, "stream terminated by RST_STREAM with error code: FLOW_CONTROL")), true},
+		// REFUSED_STREAM proves the server did not process the stream.
+		{status.Error(codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM"), false},
+		// The server's own answers.
+		{status.Error(codes.ResourceExhausted, "quota exceeded"), false},
+		{status.Error(codes.InvalidArgument, "grpc: nothing like it"), false},
+		{status.Error(codes.ResourceExhausted, "trying to send message larger than max (5 vs. 4)"), false}, // never sent
+		{errors.New("grpc: received message larger than max"), false},                                      // no status
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, clientMade(tt.err), "clientMade(%v)", tt.err)
+	}
+	ae := &attemptError{err: status.Error(codes.ResourceExhausted, "x"), code: codes.ResourceExhausted, sent: true, clientMade: true}
+	assert.True(t, ae.OutcomeUnknown())
+	ae.sent = false
+	assert.False(t, ae.OutcomeUnknown(), "a call that never left the client did nothing")
 }

@@ -18,7 +18,10 @@
 // [DefaultClassifier] retries UNAVAILABLE and DEADLINE_EXCEEDED, and
 // RESOURCE_EXHAUSTED when the server says when to come back; its
 // documentation gives the reason for every code. A Policy's own Classifier
-// replaces it; build on it with [retry.Classifiers].
+// replaces it; build on it with [retry.Classifiers]. A Policy shared with
+// retry.Do and retryhttp, whose Classifier is retry.Classifiers(mine,
+// retry.DefaultClassifier), keeps the gRPC table wherever mine has no
+// opinion: each attempt's error answers for itself with it.
 //
 // Whether another attempt is safe follows gRFC A6: a call that the server
 // may have carried out is repeated only if its method is declared
@@ -30,8 +33,13 @@
 // the request (INVALID_ARGUMENT, NOT_FOUND, and the other codes the table
 // stops on anyway). May have acted on: anything else once the request was
 // sent, such as UNAVAILABLE from a connection cut mid-call or from the
-// server itself, DEADLINE_EXCEEDED, INTERNAL. This rule is not the
-// classifier's: no Classifier can make the interceptors repeat such a call.
+// server itself, DEADLINE_EXCEEDED, INTERNAL, and any status that grpc-go
+// made on the client after the request left, whatever its code: a reply
+// over the client's receive limit (RESOURCE_EXHAUSTED), one it could not
+// decompress or decode, a stream reset by the server's HTTP/2 layer. This rule is not the
+// classifier's: no Classifier can make the interceptors repeat such a call,
+// which stops with [retry.ErrNotIdempotent] when the classifier would have
+// retried it.
 // A call's error says which case it was through a method OutcomeUnknown()
 // bool, which [retry.Error].OutcomeUnknown reports for the whole call.
 //
@@ -76,12 +84,14 @@
 // applies: it bounds each attempt until commit.
 //
 // A server-streaming call is retried whole: its one request is sent again
-// on a new stream. Its first attempt opens when the caller opens the
-// stream, and the loop runs in the first RecvMsg or Header, so the error of
-// a stream that never committed, the failure to open it included, comes
-// from RecvMsg once retrying has stopped, as gRPC reports a stream's
-// status. The loop's clock, the limiter's first token and the budget's
-// deposit start there too.
+// on a new stream. Opening it sends nothing yet: the loop runs in the first
+// RecvMsg or Header, and its first attempt opens the stream there and sends
+// the request the caller gave SendMsg. So the limiter paces that first
+// attempt, the loop's clock and the budget's deposit start with it, a call
+// stopped before it has sent nothing, and the error of a stream that never
+// committed, the failure to open it included, comes from RecvMsg once
+// retrying has stopped, as gRPC reports a stream's status. Until commit the
+// stream's Context is the caller's context.
 //
 // A client-streaming or bidirectional call is retried only while its stream
 // opens, when nothing has been sent: its messages are never replayed. A6
@@ -97,14 +107,32 @@
 //
 // grpc-go retries the methods that a service config gives a retryPolicy,
 // and that config can come from the name resolver (DNS TXT records, xDS)
-// without the client's code asking for it. Left on, those retries multiply
-// with the interceptors' (MaxAttempts times maxAttempts attempts, each
-// budget blind to the other's), and both write grpc-previous-rpc-attempts,
-// so the server cannot tell attempts apart. So turn them off with
-// [grpc.WithDisableRetry] on the connections that use these interceptors.
-// That leaves grpc-go's transparent retries on: they repeat only calls that
-// never reached the server's application (A6), which is safe under the
-// interceptors and invisible to them.
+// without the client's code asking for it. Left on, those retries would
+// multiply with the interceptors' (MaxAttempts times maxAttempts attempts,
+// each budget blind to the other's), and both write
+// grpc-previous-rpc-attempts, so the server could not tell attempts apart.
+// So turn them off with [grpc.WithDisableRetry] on the connections that use
+// these interceptors. That leaves grpc-go's transparent retries on: they
+// repeat only calls that never reached the server's application (A6), which
+// is safe under the interceptors and invisible to them.
+//
+// If they are on for a method all the same (its service config has a
+// retryPolicy, as ClientConn.GetMethodConfig reports it, and the connection
+// was dialled without WithDisableRetry), the interceptors do not retry its
+// calls: each makes one attempt, which is grpc-go's whole loop, and stops
+// with [retry.ErrAlreadyRetried] where it would have retried. The first
+// time this happens for a method, they log a warning through grpclog
+// (component "retrygrpc") naming the method and the fix. Refusing the call
+// would turn a resolver's config change into an outage, and retrying it
+// would multiply the load on a failing server; leaving it to grpc-go keeps
+// the service owner's retry policy and no more. The check runs only after
+// a failed attempt, so a call that succeeds pays nothing for it. A retry
+// policy that xDS gives per route is not in that service config, and goes
+// unseen. grpc-go does not say whether WithDisableRetry was given: the
+// interceptors read it from the ClientConn's options by reflection, where a
+// test pins it for the grpc-go version this module requires; should a
+// later version move it, they keep retrying and warn that the retries may
+// multiply.
 //
 // # Errors
 //
@@ -115,8 +143,19 @@
 // given: the last attempt's, unchanged (code, message, details), or
 // CANCELLED or DEADLINE_EXCEEDED if the caller's context ended the call.
 // Giving up early because no attempt could fit before the deadline keeps
-// the last attempt's status; errors.Is(err, context.DeadlineExceeded) is
-// true then.
+// the last attempt's status, or is DEADLINE_EXCEEDED if no attempt was
+// made (the limiter's next token comes too late); errors.Is(err,
+// context.DeadlineExceeded) is true then.
+//
+// # Call options
+//
+// The call's options reach every attempt, but for [grpc.OnFinish]: gRPC
+// would run it at the end of each attempt, and it documents it as once per
+// call. The interceptors run it themselves, once, with the error the call
+// returns (nil for success), when the call ends: a unary call as it
+// returns, a stream when its committed attempt ends or retrying stops. A
+// server-streaming call whose RecvMsg and Header are never called makes no
+// attempt, and its OnFinish does not run.
 //
 // # One call
 //

@@ -25,12 +25,20 @@ func (e *callError) Error() string              { return e.err.Error() }
 func (e *callError) Unwrap() error              { return e.err }
 func (e *callError) GRPCStatus() *status.Status { return e.status }
 
+// RetryDecision says Stop: the call came out of a retry loop, and a loop
+// around it must not multiply its attempts. The core's default classifier
+// asks it before the last attempt's own answer, deeper in the tree, which
+// would otherwise speak for the whole call.
+func (e *callError) RetryDecision() retry.Decision { return retry.Stop }
+
 // callFailed turns the loop's error into the call's. The status is the
 // context's (CANCELLED or DEADLINE_EXCEEDED, as gRPC reports them) when the
 // caller's context ended the call, and otherwise the last attempt's,
 // unchanged: its code, message and details are the server's. Giving up
 // before the deadline because no attempt could fit (retry.ErrNoTimeLeft)
-// keeps the last attempt's status, which says what went wrong.
+// keeps the last attempt's status, which says what went wrong; with no
+// attempt at all, the status is DEADLINE_EXCEEDED, as if the deadline had
+// come.
 func callFailed(ctx context.Context, err error) error {
 	var re *retry.Error
 	if !errors.As(err, &re) {
@@ -38,6 +46,8 @@ func callFailed(ctx context.Context, err error) error {
 	}
 	st := lastStatus(re)
 	switch {
+	case re.Last == nil && errors.Is(re.Reason, retry.ErrNoTimeLeft):
+		st = status.New(codes.DeadlineExceeded, re.Error())
 	case errors.Is(re.Reason, retry.ErrNoTimeLeft), errors.Is(re.Reason, retry.ErrExhausted),
 		errors.Is(re.Reason, retry.ErrNotRetryable), errors.Is(re.Reason, retry.ErrBudgetExhausted),
 		errors.Is(re.Reason, retry.ErrServerDelay), errors.Is(re.Reason, retry.ErrAlreadyRetried),

@@ -13,7 +13,8 @@ import (
 // attempt's context when the attempt function returns, and a stream outlives
 // that. A timer cancels the attempt's context if the stream has not
 // committed in time; once it has, the timer is stopped and the context lives
-// on with the stream, until the stream ends.
+// on with the stream, until the stream ends, however it ends: gRPC's
+// OnFinish for the attempt releases it then.
 type guard struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc

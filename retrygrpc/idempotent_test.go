@@ -4,10 +4,8 @@ import (
 	"testing"
 
 	"github.com/seed93a044d1/retry"
-	"github.com/seed93a044d1/retry/retrygrpc"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -78,38 +76,6 @@ func TestProtoIdempotencyLevel(t *testing.T) {
 			_, err := invoke(t.Context(), conn, tc.method)
 			assert.Equal(t, codes.Unavailable, status.Code(err), tc.method)
 			assert.Equal(t, tc.calls, s.count()-before, tc.method)
-		}
-	})
-}
-
-// grpc-go's own retries (a retryPolicy in the service config) multiply with
-// the interceptor's unless grpc.WithDisableRetry turns them off, which is
-// why the documentation asks for it. With it, the server sees exactly
-// MaxAttempts calls and one grpc-previous-rpc-attempts value in each.
-func TestGRPCRetriesMultiplyUnlessDisabled(t *testing.T) {
-	t.Parallel()
-	const serviceConfig = `{"methodConfig": [{"name": [{"service": "test.Store"}], "retryPolicy": {
-		"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.001s", "backoffMultiplier": 1,
-		"retryableStatusCodes": ["UNAVAILABLE"]}}]}`
-	each(t, func(t *testing.T, nw network, exact bool) {
-		for _, disabled := range []bool{true, false} {
-			s := newServer(fail(codes.Unavailable))
-			lis, dial, _ := nw.listen(t)
-			srv := s.serveOn(lis)
-			conn := dialRaw(t, dial, disabled, retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0)},
-				[]retrygrpc.Option{retrygrpc.Idempotent(methodGet)}, grpc.WithDefaultServiceConfig(serviceConfig))
-			_, err := invoke(t.Context(), conn, methodGet)
-			assert.Equal(t, codes.Unavailable, status.Code(err))
-			if disabled {
-				assert.Equal(t, []string{"", "1"}, s.previous())
-			} else {
-				assert.Equal(t, 6, s.count(), "2 attempts of ours, each made of 3 of grpc-go's")
-				// And the server cannot tell the attempts apart: both
-				// count, in the same header.
-				assert.Equal(t, []string{"", "1", "2", "1", "several: 1,1", "several: 2,1"}, s.previous())
-			}
-			conn.Close()
-			srv.Stop()
 		}
 	})
 }

@@ -3,6 +3,7 @@ package retrygrpc
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/seed93a044d1/retry"
 	"google.golang.org/grpc"
@@ -83,11 +84,13 @@ func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
 type policyKey struct{}
 
 // config is what the interceptors are built with. It is not changed after
-// the interceptor is made, so calls share it without a lock.
+// the interceptor is made, so calls share it without a lock, but for warned,
+// which is safe for concurrent use.
 type config struct {
 	policy  retry.Policy
 	methods map[string]bool
 	funcs   []func(context.Context, string) bool
+	warned  sync.Map // the methods warned about grpc-go's own retries
 }
 
 func newConfig(p retry.Policy, opts []Option) *config {

@@ -181,7 +181,7 @@ func TestServerStopInTheMiddleOfCalls(t *testing.T) {
 
 		err := stopDuring(func() error { _, err := invoke(ctx, conn, methodCreate); return err })
 		assert.Equal(t, codes.Unavailable, status.Code(err))
-		assert.ErrorIs(t, err, retry.ErrNotRetryable)
+		assert.ErrorIs(t, err, retry.ErrNotIdempotent)
 		assertOutcomeUnknown(t, retryError(t, err), true)
 		assert.Equal(t, 1, s.count())
 

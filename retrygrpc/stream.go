@@ -24,12 +24,16 @@ import (
 //		grpc.WithChainStreamInterceptor(retrygrpc.StreamClientInterceptor(policy)))
 //
 // A server-streaming call (one request, a stream of responses) is retried
-// whole: the request the caller sent is sent again on a new stream. The
-// first attempt opens when the caller opens the stream; the loop runs in the
-// first RecvMsg or Header, so an error before commit, the failure to open
-// the stream included, comes from RecvMsg once retrying has stopped, as
-// gRPC reports a stream's status. Calling Context before then commits the
-// stream, as it does in grpc-go.
+// whole: the request the caller sent is sent again on a new stream. Opening
+// it sends nothing: the caller's SendMsg and CloseSend are kept, and the
+// loop runs in the first RecvMsg or Header, where its first attempt opens a
+// stream and sends them. So the Limiter paces the first attempt, the Budget
+// and the loop's clock start with it, and a call stopped before it (by the
+// caller's context, or for lack of time) has sent nothing. An error before
+// commit, the failure to open the stream included, comes from RecvMsg once
+// retrying has stopped, as gRPC reports a stream's status. Until commit,
+// Context returns the caller's context, and, unlike gRPC's, calling it does
+// not stop the retrying.
 //
 // A client-streaming or bidirectional call is retried only while its stream
 // is being opened, when nothing has been sent: its messages are never
@@ -50,20 +54,25 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 
 func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts}
+	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer}
 	s.policy = *c.policyFor(ctx, opts)
+	s.keepOptions(opts)
 	// The core's AttemptTimeout would end the attempt's context when the
 	// attempt function returns, cutting the stream: the guard does it.
 	s.timeout, s.policy.AttemptTimeout = s.policy.AttemptTimeout, 0
 	if desc.ClientStreams {
 		return s.openOnly()
 	}
-	s.open(ctx)
+	// A server-streaming call's first attempt is opened by the loop, at the
+	// first RecvMsg or Header, with what the caller has sent by then: so the
+	// limiter paces it, the budget's deposit and the loop's clock start with
+	// it, and a call stopped before it has sent nothing.
 	return s, nil
 }
 
-// stream is one streaming call through the interceptor, and the
-// grpc.ClientStream handed to the caller.
+// stream is one streaming call through the interceptor, and, for a
+// server-streaming call, the grpc.ClientStream handed to the caller; a
+// client-streaming or bidirectional call gets its committed attempt's own.
 type stream struct {
 	cfg      *config
 	ctx      context.Context
@@ -74,6 +83,14 @@ type stream struct {
 	opts     []grpc.CallOption
 	policy   retry.Policy
 	timeout  time.Duration
+	onFinish []func(error) // the caller's grpc.OnFinish callbacks, run once, when the call ends
+
+	// fin guards the fields below, which the attempts' ends write from
+	// gRPC's goroutines: it is never held while waiting.
+	fin      sync.Mutex
+	final    int   // the attempt whose end is the call's: 0 before commit, -1 if retrying stopped
+	ended    int   // the latest attempt that ended before commit, 0 if none...
+	endedErr error // ...and how
 
 	// Before commit, mu serialises the caller's calls, and the fields below
 	// belong to whichever holds it. committed is set once, after the last
@@ -81,12 +98,28 @@ type stream struct {
 	mu        sync.Mutex
 	committed atomic.Bool
 	attempts  int
-	cur       grpc.ClientStream // the current attempt's stream; nil if it could not open
+	cur       grpc.ClientStream // the current attempt's stream; nil before the first, or if it could not open
 	openErr   error             // why it could not open
 	guard     *guard            // bounds the current attempt; nil without AttemptTimeout
-	sent      []any             // the messages sent, for a retry to send again
+	sent      []any             // the messages the caller sent, for each attempt to send
 	closed    bool              // CloseSend was called
 	err       error             // set when retrying stopped before commit: what RecvMsg returns
+}
+
+// keepOptions keeps the call's options for its attempts, but for
+// grpc.OnFinish: gRPC would run it once per attempt, and it is due once per
+// call, with the call's end.
+func (s *stream) keepOptions(opts []grpc.CallOption) {
+	s.opts = make([]grpc.CallOption, 0, len(opts)+1)
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			if f.OnFinish != nil {
+				s.onFinish = append(s.onFinish, f.OnFinish)
+			}
+			continue
+		}
+		s.opts = append(s.opts, o)
+	}
 }
 
 // open opens the next attempt's stream on ctx.
@@ -99,12 +132,79 @@ func (s *stream) open(ctx context.Context) {
 	if s.guard != nil {
 		ctx = s.guard.ctx
 	}
-	s.cur, s.openErr = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	opts := s.opts
+	if len(s.onFinish) > 0 || s.guard != nil {
+		// gRPC tells when the attempt's stream ends, however it ends (the
+		// last RecvMsg, an error, the connection's close, the caller's
+		// context): then its guard is released, and the call finishes if
+		// this attempt was the committed one.
+		n, g := s.attempts, s.guard
+		opts = append(opts[:len(opts):len(opts)], grpc.OnFinish(func(err error) {
+			g.release()
+			s.attemptEnded(n, err)
+		}))
+	}
+	s.cur, s.openErr = s.streamer(ctx, s.desc, s.cc, s.method, opts...)
 	if s.openErr != nil {
 		s.cur = nil
 		s.openErr = s.guard.explain(s.openErr)
 		s.guard.release()
 		s.guard = nil
+	}
+}
+
+// attemptEnded is told by gRPC that attempt n's stream has ended with err.
+// Only the committed attempt's end is the call's; gRPC may tell it before
+// the loop has committed that attempt, so the latest end is kept until then.
+func (s *stream) attemptEnded(n int, err error) {
+	if len(s.onFinish) == 0 {
+		return
+	}
+	s.fin.Lock()
+	if s.final != n {
+		if s.final == 0 && n > s.ended {
+			s.ended, s.endedErr = n, err
+		}
+		s.fin.Unlock()
+		return
+	}
+	s.fin.Unlock()
+	s.finish(err)
+}
+
+// commit records that the current attempt's end is the call's, and
+// finishes the call if that attempt has ended already.
+func (s *stream) commit() {
+	s.committed.Store(true)
+	if len(s.onFinish) == 0 {
+		return
+	}
+	s.fin.Lock()
+	s.final = s.attempts
+	ended, err := s.ended == s.attempts, s.endedErr
+	s.fin.Unlock()
+	if ended {
+		s.finish(err)
+	}
+}
+
+// stopped records that retrying stopped before commit with err, the call's
+// end, and finishes the call.
+func (s *stream) stopped(err error) {
+	if len(s.onFinish) == 0 {
+		return
+	}
+	s.fin.Lock()
+	s.final = -1
+	s.fin.Unlock()
+	s.finish(err)
+}
+
+// finish runs the caller's OnFinish callbacks. The call's end comes once:
+// the committed attempt's end, or the loop's giving up.
+func (s *stream) finish(err error) {
+	for _, f := range s.onFinish {
+		f(err)
 	}
 }
 
@@ -114,7 +214,7 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
 		s.open(ctx)
 		if s.cur == nil {
-			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil)
 		}
 		if !s.guard.settle() { // it opened as its time ran out
 			return s.fail(errAttemptTimeout)
@@ -122,48 +222,44 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 		return nil
 	}, &s.policy)
 	if err != nil {
-		return nil, callFailed(s.ctx, err)
+		err = callFailed(s.ctx, err)
+		s.stopped(err)
+		return nil, err
 	}
-	s.committed.Store(true)
-	if s.guard == nil {
-		return s.cur, nil // nothing to release when it ends: the stream itself will do
-	}
-	return s, nil
+	s.commit()
+	// Committed as it opens, the stream is the caller's: its guard is
+	// released by the attempt's OnFinish, however it ends.
+	return s.cur, nil
 }
 
-// run is the retry loop of a stream that has not committed: wait waits for
-// the current attempt's first response and reports, through its error,
-// whether the attempt failed before commit. The first attempt is the one
-// opened with the stream; each retry opens a new stream and sends it what
-// the caller has sent. It is called with mu held, and commits the stream,
-// whatever the outcome.
+// run is the retry loop of a server-streaming call: each attempt opens a
+// stream, sends it what the caller has sent, and calls wait, which waits for
+// the attempt's first response and reports, through its error, whether the
+// attempt failed before commit. It is called with mu held, and commits the
+// stream, whatever the outcome.
 func (s *stream) run(wait func() error) error {
-	first := true
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
-		if !first {
-			s.open(ctx)
-			if s.cur != nil {
-				if err := s.replay(); err != nil {
-					s.guard.release()
-					return retry.Permanent(err)
-				}
-			}
-		}
-		first = false
+		s.open(ctx)
 		if s.cur == nil {
-			return s.cfg.judge(s.ctx, s.method, s.openErr, false, nil)
+			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil)
+		}
+		if err := s.replay(); err != nil {
+			s.guard.release()
+			return retry.Permanent(err)
 		}
 		return wait()
 	}, &s.policy)
 	if err != nil {
-		s.guard.release()
 		s.err = callFailed(s.ctx, err)
+		s.committed.Store(true)
+		s.stopped(s.err)
+		return err
 	}
-	s.committed.Store(true)
-	return err
+	s.commit()
+	return nil
 }
 
-// replay sends a new attempt's stream what the caller has sent.
+// replay sends an attempt's stream what the caller has sent.
 func (s *stream) replay() error {
 	for _, m := range s.sent {
 		if err := s.cur.SendMsg(m); err == io.EOF {
@@ -183,7 +279,7 @@ func (s *stream) replay() error {
 func (s *stream) fail(err error) error {
 	err = s.guard.explain(err)
 	s.guard.release()
-	return s.cfg.judge(s.ctx, s.method, err, true, s.cur.Trailer())
+	return s.cfg.judge(s.ctx, s.cc, s.method, err, true, s.cur.Trailer())
 }
 
 // RecvMsg receives the next message into m. Before commit it runs the retry
@@ -200,11 +296,7 @@ func (s *stream) RecvMsg(m any) error {
 	if s.err != nil {
 		return s.err
 	}
-	err := s.cur.RecvMsg(m)
-	if err != nil {
-		s.guard.release() // the stream is over
-	}
-	return err
+	return s.cur.RecvMsg(m)
 }
 
 func (s *stream) recvFirst(m any) error {
@@ -218,14 +310,12 @@ func (s *stream) recvFirst(m any) error {
 			}
 			return nil
 		case err == io.EOF: // over, successfully, without a message
-			s.guard.release()
 			end = err
 			return nil
 		}
 		if md, _ := s.cur.Header(); md != nil {
 			// The server's header had come: the stream was committed, and
 			// its error is returned as it is.
-			s.guard.release()
 			end = err
 			return nil
 		}
@@ -251,11 +341,7 @@ func (s *stream) Header() (metadata.MD, error) {
 	if s.err != nil {
 		return nil, nil
 	}
-	md, err := s.cur.Header()
-	if err != nil {
-		s.guard.release()
-	}
-	return md, err
+	return s.cur.Header()
 }
 
 func (s *stream) headerFirst() metadata.MD {
@@ -277,55 +363,42 @@ func (s *stream) headerFirst() metadata.MD {
 		if err := s.cur.RecvMsg(new(emptypb.Empty)); err != nil && err != io.EOF {
 			return s.fail(err)
 		}
-		s.guard.release()
 		return nil
 	})
 	return md
 }
 
-// SendMsg sends m. Before commit it also keeps m, for a retry to send again;
-// gRPC already forbids changing a message after sending it. Its errors are
-// those of gRPC's streams: for a server-streaming call, nil; otherwise io.EOF
-// once the stream has failed (RecvMsg says how), or an error the client made.
+// SendMsg sends m. Before commit it keeps m, for each attempt to send when
+// it opens; gRPC already forbids changing a message after sending it. Its
+// errors are those of gRPC's streams: for a server-streaming call, nil
+// before commit, where an error the client makes in sending comes from
+// RecvMsg; otherwise io.EOF once the stream has failed (RecvMsg says how),
+// or an error the client made.
 func (s *stream) SendMsg(m any) error {
 	if !s.committed.Load() {
 		s.mu.Lock()
 		if !s.committed.Load() {
 			defer s.mu.Unlock()
 			s.sent = append(s.sent, m)
-			if s.cur != nil {
-				if err := s.cur.SendMsg(m); err != nil && err != io.EOF {
-					return err
-				}
-			}
 			return nil
 		}
 		s.mu.Unlock()
 	}
 	if s.err != nil {
-		if s.desc.ClientStreams {
-			return io.EOF
-		}
-		return nil
+		return nil // a server-streaming call's: RecvMsg says why it failed
 	}
-	err := s.cur.SendMsg(m)
-	if err != nil && err != io.EOF {
-		s.guard.release() // such an error ends the stream
-	}
-	return err
+	return s.cur.SendMsg(m)
 }
 
-// CloseSend closes the sending side of the stream; a retry closes it too. It
-// always returns nil, as gRPC's does.
+// CloseSend closes the sending side of the stream; before commit, each
+// attempt closes it once it has sent what the caller sent. It always returns
+// nil, as gRPC's does.
 func (s *stream) CloseSend() error {
 	if !s.committed.Load() {
 		s.mu.Lock()
 		if !s.committed.Load() {
 			defer s.mu.Unlock()
 			s.closed = true
-			if s.cur != nil {
-				s.cur.CloseSend()
-			}
 			return nil
 		}
 		s.mu.Unlock()
@@ -348,23 +421,12 @@ func (s *stream) Trailer() metadata.MD {
 	return s.cur.Trailer()
 }
 
-// Context returns the stream's context. As in grpc-go, calling it before
-// commit commits the stream: no attempt follows. If the current attempt's
-// stream could not open, RecvMsg returns why, as it is.
+// Context returns the stream's context: once the stream has committed, the
+// committed attempt's (which carries the peer, as gRPC's does); before, the
+// caller's context, since no attempt may be open yet. Unlike gRPC's,
+// calling it before commit does not stop the retrying.
 func (s *stream) Context() context.Context {
-	if !s.committed.Load() {
-		s.mu.Lock()
-		if !s.committed.Load() {
-			if s.cur == nil {
-				s.err = s.openErr
-			} else {
-				s.guard.settle()
-			}
-			s.committed.Store(true)
-		}
-		s.mu.Unlock()
-	}
-	if s.cur == nil {
+	if !s.committed.Load() || s.cur == nil {
 		return s.ctx
 	}
 	return s.cur.Context()

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/retrygrpc"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -130,7 +134,7 @@ func TestServerStreamRepeatsAnUnknownOutcomeOnlyWhenIdempotent(t *testing.T) {
 
 		_, err := recvAll(watch(t.Context(), t, conn))
 		assert.Equal(t, codes.Unavailable, status.Code(err))
-		assert.ErrorIs(t, err, retry.ErrNotRetryable)
+		assert.ErrorIs(t, err, retry.ErrNotIdempotent)
 		assertOutcomeUnknown(t, retryError(t, err), true)
 		assert.Equal(t, 1, s.count())
 
@@ -272,22 +276,80 @@ func TestServerStreamAttemptTimeoutEndsAtCommit(t *testing.T) {
 	})
 }
 
-// Calling Context before commit commits the stream, as in grpc-go: no
-// attempt follows.
-func TestServerStreamContextCommits(t *testing.T) {
+// Before commit a stream's Context is the caller's context, and calling it
+// does not stop the retrying: the stream is opened by the loop, at the first
+// RecvMsg or Header, so there is no attempt's context yet to give.
+func TestServerStreamContextBeforeCommit(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, nw network, exact bool) {
-		s := newServer(fail(codes.Unavailable))
+		s := newServer(func(n int, ss grpc.ServerStream) error {
+			if n < 3 {
+				return status.Error(codes.Unavailable, "not yet")
+			}
+			return send(ss, nil, "a")
+		})
 		conn, stop := start(t, nw, s, retry.Policy{Backoff: retry.Constant(0)}, retrygrpc.Idempotent(methodWatch))
 		defer stop()
 
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		cs := watch(ctx, t, conn)
+		assert.Same(t, ctx, cs.Context())
+		got, err := recvAll(cs)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a"}, got)
+		assert.Equal(t, 3, s.count())
+		// Once committed, it is the stream's own, which carries the peer.
+		_, ok := peer.FromContext(cs.Context())
+		assert.True(t, ok)
+	})
+}
+
+// A server-streaming call's first attempt starts where the loop starts, at
+// the first RecvMsg: the limiter paces it, and a stop before it (no time
+// left for the limiter's next token) reports 0 attempts, truthfully, with
+// nothing sent and nothing left open.
+func TestServerStreamFirstAttemptIsPaced(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, nw network, exact bool) {
+		var arrived atomic.Int64 // when the server saw the call, in ns since begin
+		begin := time.Now()
+		s := newServer(func(_ int, ss grpc.ServerStream) error {
+			arrived.Store(int64(time.Since(begin)))
+			return send(ss, nil, "a")
+		})
+		lim := rate.NewLimiter(rate.Every(200*time.Millisecond), 1)
+		conn, stop := start(t, nw, s, retry.Policy{Limiter: lim}, retrygrpc.Idempotent(methodWatch))
+		defer stop()
+
+		begin = time.Now()
+		require.True(t, lim.Allow())
 		cs := watch(t.Context(), t, conn)
-		assert.NotNil(t, cs.Context())
-		_, err := recvAll(cs)
-		assert.Equal(t, codes.Unavailable, status.Code(err))
-		var re *retry.Error
-		assert.False(t, errors.As(err, &re))
-		assert.Equal(t, 1, s.count())
+		got, err := recvAll(cs)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a"}, got)
+		assert.GreaterOrEqual(t, time.Duration(arrived.Load()), 199*time.Millisecond, "the stream opened after the limiter's wait")
+		if exact {
+			assert.Equal(t, 200*time.Millisecond, time.Duration(arrived.Load()))
+		}
+
+		// A limiter whose next token comes long after the deadline.
+		late := rate.NewLimiter(rate.Every(time.Hour), 1)
+		require.True(t, late.Allow())
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		cs = watch(ctx, t, conn, retrygrpc.CallPolicy(retry.Policy{Limiter: late}))
+		_, err = recvAll(cs)
+		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
+		assert.ErrorIs(t, err, retry.ErrNoTimeLeft)
+		re := retryError(t, err)
+		assert.Equal(t, 0, re.Attempts)
+		assert.False(t, re.OutcomeUnknown)
+		if exact {
+			synctest.Wait() // a stream opened would have reached the server by now
+		}
+		assert.Equal(t, 1, s.count(), "the stopped call sent nothing")
+		assert.Same(t, ctx, cs.Context())
 	})
 }
 

@@ -42,15 +42,29 @@ func (c *config) unary(ctx context.Context, method string, req, reply any, cc *g
 	u := &unaryCall{cfg: c, ctx: ctx, method: method, req: req, reply: reply, cc: cc, invoker: invoker}
 	u.policy = c.policyFor(ctx, opts)
 	// Each attempt also learns whether a stream was opened (the peer is set
-	// only then) and the server's trailer, where pushback comes.
-	u.opts = make([]grpc.CallOption, len(opts), len(opts)+2)
-	copy(u.opts, opts)
+	// only then) and the server's trailer, where pushback comes. The
+	// caller's grpc.OnFinish callbacks are kept out of the attempts: gRPC
+	// would run them once per attempt, and they are due once per call.
+	u.opts = make([]grpc.CallOption, 0, len(opts)+2)
+	var finish []func(error)
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			finish = append(finish, f.OnFinish)
+			continue
+		}
+		u.opts = append(u.opts, o)
+	}
 	u.opts = append(u.opts, grpc.Peer(&u.peer), grpc.Trailer(&u.trailer))
 	err := retry.Do(ctx, u.attempt, u.policy)
-	if err == nil {
-		return nil
+	if err != nil {
+		err = callFailed(ctx, err)
 	}
-	return callFailed(ctx, err)
+	for _, f := range finish {
+		if f != nil {
+			f(err)
+		}
+	}
+	return err
 }
 
 // unaryCall is one unary call through the interceptor. Its attempts run on
@@ -81,24 +95,33 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return u.cfg.judge(u.ctx, u.method, err, u.peer.Addr != nil, u.trailer)
+	return u.cfg.judge(u.ctx, u.cc, u.method, err, u.peer.Addr != nil, u.trailer)
 }
 
 // judge turns a failed attempt's error into what the retry loop needs: the
-// server's pushback as a delay, and a Permanent mark when the server said not
-// to retry or when the attempt may have taken effect and the method is not
-// declared idempotent. Those two are rules of safety, not of chance, so they
-// are marks that no Classifier can override.
-func (c *config) judge(ctx context.Context, method string, err error, sent bool, trailer metadata.MD) error {
-	ae := &attemptError{err: err, code: status.Code(err), sent: sent}
+// server's pushback as a delay, a Permanent mark when the server said not to
+// retry, and the attempt's own account of itself (its code table, and
+// whether it is safe to repeat: not when it may have taken effect and the
+// method is not declared idempotent). Safety and the server's refusal are
+// not rules of chance, so no Classifier can override them: the refusal is a
+// marker, and the loop applies an error's Unrepeatable reason after any
+// classifier.
+func (c *config) judge(ctx context.Context, cc *grpc.ClientConn, method string, err error, sent bool,
+	trailer metadata.MD) error {
+	ae := &attemptError{err: err, code: status.Code(err), sent: sent, grpcRetried: c.grpcRetries(cc, method)}
+	if sent && clientMade(err) {
+		// Not the server's answer: whatever its trailer held, it does not
+		// speak about this status.
+		ae.clientMade = true
+		trailer = nil
+	}
 	delay, pb := parsePushback(trailer)
 	ae.pushback = pb
-	switch {
-	case pb == refused:
+	if pb == refused {
 		return retry.Permanent(ae)
-	case ae.OutcomeUnknown() && !c.idempotent(ctx, method):
-		return retry.Permanent(ae)
-	case pb == pushedBack:
+	}
+	ae.unsafe = ae.OutcomeUnknown() && !c.idempotent(ctx, method)
+	if pb == pushedBack {
 		return retry.RetryAfter(ae, delay)
 	}
 	return ae
