@@ -25,12 +25,6 @@ func (e *callError) Error() string              { return e.err.Error() }
 func (e *callError) Unwrap() error              { return e.err }
 func (e *callError) GRPCStatus() *status.Status { return e.status }
 
-// RetryDecision says Stop: the call came out of a retry loop, and a loop
-// around it must not multiply its attempts. The core's default classifier
-// asks it before the last attempt's own answer, deeper in the tree, which
-// would otherwise speak for the whole call.
-func (e *callError) RetryDecision() retry.Decision { return retry.Stop }
-
 // callFailed turns the loop's error into the call's. The status is the
 // context's (CANCELLED or DEADLINE_EXCEEDED, as gRPC reports them) when the
 // caller's context ended the call, and otherwise the last attempt's,

@@ -91,7 +91,7 @@ func TestOnFinishWithoutAttempts(t *testing.T) {
 	each(t, func(t *testing.T, nw network, exact bool) {
 		s := newServer(func(_ int, ss grpc.ServerStream) error { return answer(ss) })
 		lim := rate.NewLimiter(rate.Every(time.Minute), 1)
-		conn, stop := start(t, nw, s, retry.Policy{Limiter: lim})
+		conn, stop := start(t, nw, s, retry.Policy{Limiter: retry.RateLimiter(lim)})
 		defer stop()
 		require.True(t, lim.Allow())
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)

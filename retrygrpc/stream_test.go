@@ -319,7 +319,7 @@ func TestServerStreamFirstAttemptIsPaced(t *testing.T) {
 			return send(ss, nil, "a")
 		})
 		lim := rate.NewLimiter(rate.Every(200*time.Millisecond), 1)
-		conn, stop := start(t, nw, s, retry.Policy{Limiter: lim}, retrygrpc.Idempotent(methodWatch))
+		conn, stop := start(t, nw, s, retry.Policy{Limiter: retry.RateLimiter(lim)}, retrygrpc.Idempotent(methodWatch))
 		defer stop()
 
 		begin = time.Now()
@@ -338,7 +338,7 @@ func TestServerStreamFirstAttemptIsPaced(t *testing.T) {
 		require.True(t, late.Allow())
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		cs = watch(ctx, t, conn, retrygrpc.CallPolicy(retry.Policy{Limiter: late}))
+		cs = watch(ctx, t, conn, retrygrpc.CallPolicy(retry.Policy{Limiter: retry.RateLimiter(late)}))
 		_, err = recvAll(cs)
 		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 		assert.ErrorIs(t, err, retry.ErrNoTimeLeft)

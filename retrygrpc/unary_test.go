@@ -458,7 +458,7 @@ func TestNoTimeForAFirstAttempt(t *testing.T) {
 	each(t, func(t *testing.T, nw network, exact bool) {
 		s := newServer(func(_ int, ss grpc.ServerStream) error { return reply(ss, "ok") })
 		lim := rate.NewLimiter(rate.Every(time.Minute), 1)
-		conn, stop := start(t, nw, s, retry.Policy{Limiter: lim}, retrygrpc.Idempotent(methodGet))
+		conn, stop := start(t, nw, s, retry.Policy{Limiter: retry.RateLimiter(lim)}, retrygrpc.Idempotent(methodGet))
 		defer stop()
 		require.True(t, lim.Allow())
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
