@@ -75,8 +75,9 @@ type Reservation struct {
 // thus start together, so keep jitter on. A booking given back before its
 // time returns its token, as rate.Reservation.Cancel does; a zero-delay
 // booking given back at once (the Budget refused the retry) returns it too.
-// A booking's Slack is the time lim takes to refill its burst (at least
-// 1ms), so that a stall never releases more than a burst at once.
+// A booking that must wait for its token has for Slack the time lim takes
+// to refill its burst (at least 1ms), so that a stall never releases more
+// than a burst at once; one granted at once has none.
 //
 // A burst of 0 (the zero rate.Limiter included), or a rate of 0 or less once
 // the burst is spent, stops every call with an error that says no attempt
@@ -113,7 +114,13 @@ func (l *rateLimiter) Reserve(context.Context, time.Time) (Reservation, error) {
 		l.cancel(r, now)
 		return Reservation{}, errLimiterRate
 	}
-	return Reservation{Start: now.Add(d), Slack: l.slack(), Handle: r}, nil
+	res := Reservation{Start: now.Add(d), Handle: r}
+	if d > 0 {
+		// Only a booking that waits for its token can be released late, in a
+		// burst, by a stall; a booking granted at once took its token now.
+		res.Slack = l.slack()
+	}
+	return res, nil
 }
 
 // Cancel gives the token back at the current time, or at the booking's own

@@ -215,9 +215,9 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 	// The first attempt is paced by the limiter but never refused by the budget.
 	if p.Limiter != nil {
 		c.waitFrom, c.waitBy = start, waitByLimiter
-		r, at, reason := book(ctx, &p, now, deadline)
+		r, at, booked, reason := book(ctx, &p, now, deadline)
 		if reason == nil {
-			now, reason = c.wait(ctx, &p, &r, at, deadline)
+			now, reason = c.wait(ctx, &p, &r, at, booked, deadline)
 		}
 		if reason != nil {
 			return c.stop(time.Now(), reason)
@@ -271,7 +271,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 			// A token freed during the wait needs no second wait: the
 			// booking is for the end of the wait, and book has checked that
 			// a later start still fits.
-			if r, at, reason = book(ctx, &p, at, deadline); reason != nil {
+			if r, at, _, reason = book(ctx, &p, at, deadline); reason != nil {
 				c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
 				return c.stop(time.Now(), reason)
 			}
@@ -288,35 +288,35 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 			c.observeAttempt(began, now, c.last, unknown, s)
 			c.waitFrom, c.waitBy = now, waitBy(Event{Retry: true, Wait: s.wait, Backoff: s.backoff, ServerDelay: s.server})
 		}
-		if now, reason = c.wait(ctx, &p, &r, at, deadline); reason != nil {
+		if now, reason = c.wait(ctx, &p, &r, at, time.Time{}, deadline); reason != nil {
 			return c.stop(now, reason)
 		}
 	}
 }
 
 // book reserves the next attempt, planned for at, on p's Limiter, and
-// returns the booking and the time the attempt will start: the later of at
-// and the booking's Start. It stops, giving the booking back, when that
+// returns the booking, the time the attempt will start (the later of at and
+// the booking's Start) and the time it read after booking. It stops, giving the booking back, when that
 // start would not leave MinAttemptTime before the deadline; the time the
 // booking took counts. When ctx ends during a booking that needed a round
 // trip, the reason is ctx's.
-func book(ctx context.Context, p *Policy, at, deadline time.Time) (Reservation, time.Time, error) {
+func book(ctx context.Context, p *Policy, at, deadline time.Time) (Reservation, time.Time, time.Time, error) {
 	r, err := p.Limiter.Reserve(ctx, at)
 	now := time.Now()
 	if err != nil {
 		if passed(ctx, now) {
-			return Reservation{}, at, stopCause(ctx)
+			return Reservation{}, at, now, stopCause(ctx)
 		}
-		return Reservation{}, at, err
+		return Reservation{}, at, now, err
 	}
 	if r.Start.After(at) {
 		at = r.Start
 	}
 	if !fits(now, at.Sub(now), p.MinAttemptTime, deadline) {
 		p.Limiter.Cancel(r)
-		return Reservation{}, at, ErrNoTimeLeft
+		return Reservation{}, at, now, ErrNoTimeLeft
 	}
-	return r, at, nil
+	return r, at, now, nil
 }
 
 // unbook gives r back to p's Limiter, if there is one.
@@ -333,19 +333,20 @@ func unbook(p *Policy, r *Reservation) {
 // MinAttemptTime before the deadline (see ready). A wait that ends later than
 // the booking's Slack allows books again from the time it woke, and waits
 // for that booking: attempts held up together by a stalled process start
-// spaced as the Limiter says, not together.
-func (c *call) wait(ctx context.Context, p *Policy, r *Reservation, at, deadline time.Time) (time.Time, error) {
+// spaced as the Limiter says, not together. now, if not zero, is the time
+// just read, which spares a read when no wait is due.
+func (c *call) wait(ctx context.Context, p *Policy, r *Reservation, at, now, deadline time.Time) (time.Time, error) {
 	for {
-		now, ok := c.sleepUntil(ctx, at)
-		if !ok {
+		var ok bool
+		if now, ok = c.sleepUntil(ctx, at, now); !ok {
 			unbook(p, r)
 			return now, stopCause(ctx)
 		}
 		if p.Limiter != nil && r.Slack > 0 && now.Sub(at) > r.Slack {
 			p.Limiter.Cancel(*r)
 			var err error
-			if *r, at, err = book(ctx, p, now, deadline); err != nil {
-				return time.Now(), err
+			if *r, at, now, err = book(ctx, p, now, deadline); err != nil {
+				return now, err
 			}
 			continue
 		}
@@ -400,9 +401,11 @@ func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline
 // sleepUntil waits on the call's one timer until at, and returns the time it
 // woke and whether that came before ctx ended. The time is absolute, so that
 // the time spent in Observe or in the limiter is part of the wait, not
-// added to it.
-func (c *call) sleepUntil(ctx context.Context, at time.Time) (time.Time, bool) {
-	now := time.Now()
+// added to it. now, if not zero, is the current time, just read.
+func (c *call) sleepUntil(ctx context.Context, at, now time.Time) (time.Time, bool) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	d := at.Sub(now)
 	if d <= 0 {
 		return now, true
@@ -538,12 +541,12 @@ func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
 	if p.Limiter == nil {
 		return ready(ctx, &p, now, deadline)
 	}
-	r, at, err := book(ctx, &p, now, deadline)
+	r, at, booked, err := book(ctx, &p, now, deadline)
 	if err != nil {
 		return err
 	}
 	var c call
-	_, err = c.wait(ctx, &p, &r, at, deadline)
+	_, err = c.wait(ctx, &p, &r, at, booked, deadline)
 	if c.timer != nil {
 		c.timer.Stop()
 	}
