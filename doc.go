@@ -140,10 +140,27 @@
 // its bucket is lock-free. Make it once and share it through the Policy: a
 // budget made for each call would limit nothing.
 //
-// Policy.Limiter, a [golang.org/x/time/rate.Limiter], paces every attempt,
-// the first and the retries alike. Its wait runs on the same timer as the
-// backoff: the next attempt starts after the longer of the two, and that time
-// too must fit before the deadline.
+// Policy.Limiter paces every attempt, the first and the retries alike: a
+// [Limiter] books each attempt before it waits, so that the deadline is
+// checked before any wait, and gets the booking back when the attempt will
+// not happen. [RateLimiter] makes one of a [golang.org/x/time/rate.Limiter]
+// for one process; retrypg and retryredis share one limit between the
+// processes of a fleet. Its wait runs on the same timer as the backoff: the
+// next attempt starts after the longer of the two, and that time too must
+// fit before the deadline.
+//
+// # Hedging
+//
+// Retrying answers failures; a call that is merely slow waits on. With
+// Policy.Hedge set, a call whose attempt has not answered after a delay
+// starts another beside it, up to Policy.MaxInFlight at once, and takes the
+// first success, cancelling the others: the tail of the latency shrinks for
+// a little extra load. Hedges are attempts: MaxAttempts counts them, the
+// Limiter paces them, the Budget must grant each (so a struggling dependency
+// gets no extra load), and none starts that would not fit before the
+// deadline. Hedge only work that is safe to do twice; retryhttp and
+// retrygrpc hedge only what they would retry. Hedging is the only mode in
+// which Do starts goroutines.
 //
 // # Server-requested delays
 //
@@ -163,8 +180,10 @@
 // # Errors
 //
 // Every failure is an [*Error]. Its Reason says why Do stopped:
-// [ErrExhausted], [ErrNotRetryable], [ErrBudgetExhausted], [ErrServerDelay],
-// [ErrNoTimeLeft], or the caller's context.Cause(ctx). Its Last holds the last
+// [ErrExhausted], [ErrNotRetryable] (the error's nature),
+// [ErrAlreadyRetried] (an inner loop has retried it), [ErrNotIdempotent] (a
+// rule of safety), [ErrBudgetExhausted], [ErrServerDelay], [ErrNoTimeLeft], or
+// the caller's context.Cause(ctx). Its Last holds the last
 // attempt's error, whatever the reason, a cancelled or expired context
 // included; it is nil only if no attempt was made.
 // Both are reachable with errors.Is and errors.As:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -395,4 +396,37 @@ func ExampleError_Timeout() {
 	// last attempt timed out: true
 	// reason: retry: attempts exhausted
 	// ran out of time: true true
+}
+
+// A call whose first attempt is slow is hedged: after 20ms without an
+// answer, a second attempt starts beside it, wins, and the first is
+// cancelled at once.
+func ExamplePolicy_hedge() {
+	var attempts atomic.Int32 // a hedged fn runs on several goroutines at once
+	fetch := func(ctx context.Context) error {
+		if attempts.Add(1) == 1 {
+			<-ctx.Done() // a slow replica: it would answer much later
+			return ctx.Err()
+		}
+		return nil // a fast one
+	}
+	err := retry.Do(context.Background(), fetch, retry.Policy{
+		Hedge: retry.Constant(20 * time.Millisecond),
+		Observe: func(_ context.Context, e retry.Event) {
+			switch {
+			case e.Done:
+				fmt.Println("done after", e.Attempt, "attempts")
+			case e.Err == nil:
+				fmt.Println("attempt", e.Attempt, "won, hedge:", e.Hedge)
+			default:
+				fmt.Println("attempt", e.Attempt, "cancelled:", errors.Is(e.Err, context.Canceled))
+			}
+		},
+	})
+	fmt.Println("error:", err)
+	// Output:
+	// attempt 2 won, hedge: true
+	// attempt 1 cancelled: true
+	// done after 2 attempts
+	// error: <nil>
 }

@@ -73,6 +73,12 @@ type Event struct {
 	// which is the plan, Waited is what happened.
 	Waited time.Duration
 
+	// Hedge reports that the attempt started as a hedge, beside others of
+	// the call still in flight (see Policy.Hedge). The attempt that won a
+	// hedged call is the one whose event has no Err; the others' events
+	// follow it, with the error their cancellation gave them.
+	Hedge bool
+
 	// WaitedFor says what set the wait that Waited measures, as WaitSetBy
 	// says it for Wait when that wait was decided: "backoff", "server" or
 	// "limiter" (the Limiter's wait before a first attempt is "limiter");

@@ -49,8 +49,11 @@ type Policy struct {
 	// starts at the later of the backoff's end and the booking's start, on
 	// the call's one timer. A wait for the limiter counts against the
 	// caller's deadline, and a booking that would not fit is given back at
-	// once; see [Limiter]. For a *rate.Limiter, use [RateLimiter]. nil means
-	// no pacing.
+	// once; see [Limiter]. For a *rate.Limiter, use [RateLimiter]. A
+	// Limiter that also has a method Learn(d time.Duration, err error) is
+	// told, after each attempt it paced, how long the attempt took and its
+	// error (nil for a success), so that it can adapt its rate (see package
+	// adaptive). nil means no pacing.
 	Limiter Limiter
 
 	// AttemptTimeout, when positive, bounds each attempt: fn's context ends
@@ -80,6 +83,40 @@ type Policy struct {
 	// time counts against the wait that follows, not in addition to it.
 	Observe func(context.Context, Event)
 
+	// Hedge, when set, hedges the call: when no attempt has ended
+	// Hedge.Delay(n, prev, u) after the last one started (n is 1 for the
+	// first hedge, prev the delay before the last one), another attempt of
+	// the same call starts beside those in flight, up to MaxInFlight at once.
+	// The first success wins, and the context of every other attempt is
+	// cancelled at once; Do returns when they have all returned. A failed
+	// attempt is judged as without hedging: an error that stops the call
+	// (not retryable, or a rule of safety) ends it at once, and a retryable
+	// one lets the others run, or, when none is left in flight, leads to a
+	// retry after its wait. Hedges are attempts like any other: they count
+	// against MaxAttempts, the Limiter paces them, each withdraws from the
+	// Budget (a refused withdrawal, or a Limiter or deadline that leaves no
+	// room, ends the hedging but not the call), none starts unless it fits
+	// MinAttemptTime before the deadline, and a failed attempt's wait (its
+	// backoff, or the server's delay if longer) holds the next attempt,
+	// hedge or retry, until it has passed. Observe sees every attempt,
+	// hedges marked, the winner the one without an error. A loser cancelled
+	// in flight may still have done its work: if the call fails, its
+	// OutcomeUnknown says so. A Hedge that also has a method
+	// Learn(d time.Duration, err error) is told how each attempt ended that
+	// the call did not cancel, so that its delay can follow the latencies of
+	// the calls that share it (see package adaptive).
+	//
+	// Hedging is the only way Do starts goroutines: one per attempt, each
+	// ended before Do returns. fn must then be safe for concurrent calls,
+	// and must return when its context ends. A panic in one attempt
+	// cancels the others, and propagates from Do once they have returned.
+	// Hedge only work that is safe to do twice. nil means no hedging.
+	Hedge Backoff
+
+	// MaxInFlight is the most attempts of one call in flight at once when
+	// Hedge is set. 0 means 2: the first attempt and one hedge.
+	MaxInFlight int
+
 	// NumberAttempts, when true, gives fn a context that carries the
 	// attempt's number, which [AttemptFrom] reads: for work that logs its
 	// attempt, sets an attempt header or records a resend count. It costs
@@ -87,11 +124,12 @@ type Policy struct {
 	// context, and AttemptFrom finds no number there.
 	NumberAttempts bool
 
-	// The size of a Policy is kept a multiple of 16 bytes (112 today, with
-	// no padding): Do copies the Policy out of its Option, and at 104 bytes
-	// that copy's last 16-byte load straddled two of the caller's stores,
-	// which cost a first-try success 20% of its time (65 ns against 76 ns,
-	// on a 2-vCPU Xeon). TestPolicySize keeps it so.
+	// The size of a Policy is kept a multiple of 16 bytes: Do copies the
+	// Policy out of its Option, and at 104 bytes that copy's last 16-byte
+	// load straddled two of the caller's stores, which cost a first-try
+	// success 20% of its time (65 ns against 76 ns, on a 2-vCPU Xeon).
+	// TestPolicySize keeps it so.
+	_ [8]byte
 }
 
 // Option configures a call to [Do] or [DoValue]. Options apply in order.
@@ -139,7 +177,8 @@ const (
 // panic in fn propagates unchanged. A nil ctx counts as context.Background()
 // and a nil fn gives an error.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, policyOf(opts), fn)
+	_, err := run(ctx, policyOf(opts), fn)
+	return err
 }
 
 // DoValue is [Do] for a function that returns a value: it returns the value
@@ -155,10 +194,15 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 // runs on the caller's context, which lives on.
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	var v T
+	p := policyOf(opts)
 	if fn == nil {
-		return v, run(ctx, policyOf(opts), nil)
+		_, err := run(ctx, p, nil)
+		return v, err
 	}
-	err := run(ctx, policyOf(opts), func(ctx context.Context) error {
+	if p.Hedge != nil {
+		return hedgedValue(ctx, p, fn)
+	}
+	_, err := run(ctx, p, func(ctx context.Context) error {
 		var err error
 		v, err = fn(ctx)
 		return err
@@ -188,22 +232,20 @@ func policyOf(opts []Option) Policy {
 	return p
 }
 
-// run is the retry loop shared by Do and DoValue.
-func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
+// run is the retry loop shared by Do and DoValue. It returns the number of
+// the attempt that succeeded, or the call's error.
+func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if p.Hedge != nil && fn != nil {
+		return runHedged(ctx, p, fn)
+	}
 	c := call{ctx: ctx, observe: p.Observe}
-	if fn == nil {
-		return c.stop(time.Time{}, errNilFunc)
+	now, deadline, err := c.begin(ctx, &p, fn)
+	if err != nil {
+		return 0, err
 	}
-	if ctx.Err() != nil {
-		return c.stop(time.Time{}, context.Cause(ctx))
-	}
-	start := time.Now()
-	c.start = start
-	deadline, _ := ctx.Deadline()
-	now := start
 
 	fctx := ctx // the context fn runs on
 	var num *numbered
@@ -211,24 +253,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		num = &numbered{Context: ctx}
 		fctx = num
 	}
-
-	// The first attempt is paced by the limiter but never refused by the budget.
-	if p.Limiter != nil {
-		c.waitFrom, c.waitBy = start, waitByLimiter
-		r, at, booked, reason := book(ctx, &p, now, deadline)
-		if reason == nil {
-			now, reason = c.wait(ctx, &p, &r, at, booked, deadline)
-		}
-		if reason != nil {
-			return c.stop(time.Now(), reason)
-		}
-	} else if reason := ready(ctx, &p, now, deadline); reason != nil {
-		return c.stop(now, reason)
-	}
-	if p.Budget != nil {
-		p.Budget.Deposit(now)
-	}
-
+	learn := learnerOf(p.Limiter)
 	var prev time.Duration // the last scheduled wait, for Decorrelated
 	for {
 		c.attempts++
@@ -237,13 +262,17 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		}
 		began := now
 		err := attempt(fctx, now, p.AttemptTimeout, deadline, fn)
+		if learn != nil {
+			now = time.Now()
+			learn.Learn(now.Sub(began), err)
+		}
 		if err == nil {
 			if c.observe == nil {
-				return nil
+				return c.attempts, nil
 			}
 			now = time.Now()
 			c.observeAttempt(began, now, nil, false, step{})
-			return c.stop(now, nil)
+			return c.end(now, nil)
 		}
 		now = time.Now()
 		c.last = unmark(err)
@@ -252,7 +281,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		c.unknown = c.unknown || unknown
 		if passed(ctx, now) {
 			c.observeAttempt(began, now, c.last, unknown, step{})
-			return c.stop(now, stopCause(ctx))
+			return c.end(now, stopCause(ctx))
 		}
 		u := rand.Float64
 		if p.Rand != nil {
@@ -261,7 +290,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		s, reason := decide(p, c.attempts, prev, err, &f, now, deadline, u())
 		if reason != nil {
 			c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
-			return c.stop(now, reason)
+			return c.end(now, reason)
 		}
 		prev = s.wait
 		at := now.Add(s.wait)
@@ -273,7 +302,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 			// a later start still fits.
 			if r, at, _, reason = book(ctx, &p, at, deadline); reason != nil {
 				c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
-				return c.stop(time.Now(), reason)
+				return c.end(time.Now(), reason)
 			}
 		}
 		// The budget is asked last, so a retry refused for any other reason
@@ -281,7 +310,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		if p.Budget != nil && !p.Budget.Withdraw(now) {
 			unbook(&p, &r)
 			c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
-			return c.stop(now, ErrBudgetExhausted)
+			return c.end(now, ErrBudgetExhausted)
 		}
 		if c.observe != nil {
 			s.retry, s.wait = true, max(at.Sub(now), 0)
@@ -289,9 +318,42 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) error {
 			c.waitFrom, c.waitBy = now, waitBy(Event{Retry: true, Wait: s.wait, Backoff: s.backoff, ServerDelay: s.server})
 		}
 		if now, reason = c.wait(ctx, &p, &r, at, time.Time{}, deadline); reason != nil {
-			return c.stop(now, reason)
+			return c.end(now, reason)
 		}
 	}
+}
+
+// begin starts the call: it checks the input and the caller's context,
+// starts the clock, paces the first attempt (which the budget never
+// refuses) and deposits in the Budget. It returns the time the first attempt
+// may start and the caller's deadline, or the call's error, Observe told.
+func (c *call) begin(ctx context.Context, p *Policy, fn func(context.Context) error) (now, deadline time.Time, err error) {
+	if fn == nil {
+		return now, deadline, c.stop(time.Time{}, errNilFunc)
+	}
+	if ctx.Err() != nil {
+		return now, deadline, c.stop(time.Time{}, context.Cause(ctx))
+	}
+	start := time.Now()
+	c.start = start
+	deadline, _ = ctx.Deadline()
+	now = start
+	if p.Limiter != nil {
+		c.waitFrom, c.waitBy = start, waitByLimiter
+		r, at, booked, reason := book(ctx, p, now, deadline)
+		if reason == nil {
+			now, reason = c.wait(ctx, p, &r, at, booked, deadline)
+		}
+		if reason != nil {
+			return now, deadline, c.stop(time.Now(), reason)
+		}
+	} else if reason := ready(ctx, p, now, deadline); reason != nil {
+		return now, deadline, c.stop(now, reason)
+	}
+	if p.Budget != nil {
+		p.Budget.Deposit(now)
+	}
+	return now, deadline, nil
 }
 
 // book reserves the next attempt, planned for at, on p's Limiter, and
@@ -422,6 +484,15 @@ func (c *call) sleepUntil(ctx context.Context, at, now time.Time) (time.Time, bo
 		c.timer.Stop()
 		return time.Now(), false
 	}
+}
+
+// end ends the call as stop does, and returns the number of the attempt that
+// succeeded (the last one made), or the error.
+func (c *call) end(now time.Time, reason error) (int, error) {
+	if err := c.stop(now, reason); err != nil {
+		return 0, err
+	}
+	return c.attempts, nil
 }
 
 // stop ends the call: it builds the *Error for reason (nil for success,
