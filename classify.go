@@ -79,11 +79,13 @@ func Classifiers(cs ...Classifier) Classifier {
 // the first rule that matches:
 //
 //   - an error in the tree with a method RetryDecision() Decision that gives
-//     an opinion (the outermost such one): its answer. An adapter's errors
+//     an opinion (the outermost such one, and not one inside an error that
+//     came out of a retry loop, see below): its answer. An adapter's errors
 //     carry their own world's rules this way (retrygrpc's gRPC code table,
 //     say), so that one Policy whose Classifier is
 //     Classifiers(mine, DefaultClassifier) applies each world's table where
 //     mine has no opinion, in Do, retryhttp, retrygrpc and retryriver alike.
+//     A [*ResponseError] answers with the server's x-should-retry header.
 //   - context.Canceled from fn: Stop. Someone cancelled the work on purpose.
 //   - an error that already came out of a retry loop (a [*Error], from a
 //     nested Do or from retryhttp, or what [CheckResponse] makes of a
@@ -106,7 +108,9 @@ func Classifiers(cs ...Classifier) Classifier {
 //     the network rules.
 //   - DNS "no such host": Stop.
 //   - a [*ResponseError] with status 408, 429, 500, 502, 503 or 504: Retry;
-//     501, any other 4xx, or a status outside 400-599: Stop; other 5xx: Unknown.
+//     501, any other 4xx, or a status outside 400-599: Stop; other 5xx:
+//     Unknown. A server's x-should-retry header overrides this rule, by the
+//     first one.
 //   - a database error with a SQLState() string method (pgx's
 //     *pgconn.PgError, lib/pq's *pq.Error): serialization failure 40001 and
 //     deadlock 40P01: Retry (the database rolled the transaction back, so
@@ -430,7 +434,11 @@ func (f *facts) note(err error, inLoop bool) {
 	if o, ok := err.(interface{ OutcomeUnknown() bool }); ok {
 		f.decide(o.OutcomeUnknown())
 	}
-	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Unknown && !inLoop {
+	// An answer from inside a retry loop's result (below a *Error, or a
+	// response retryhttp gave up on) is not taken: that loop has had its
+	// say, and the rule of one layer of retries must hold whatever the error
+	// inside thinks of itself, such as a server's x-should-retry: true.
+	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Unknown && !inLoop && !f.has(isRetried) {
 		f.own = o.RetryDecision()
 	}
 	if u, ok := err.(interface{ Unrepeatable() error }); ok && f.refusal == nil && !inLoop {

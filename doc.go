@@ -166,12 +166,21 @@
 //
 // An error can carry the delay a server asked for: [CheckResponse] turns an
 // HTTP response into a [*ResponseError] that reads Retry-After (seconds or an
-// HTTP-date, see [ParseRetryAfter]) and the retry-after-ms headers, and
-// [RetryAfter] attaches a delay to any error. Do then waits the longer of
-// the backoff and that delay: it never retries earlier than asked, and never
-// clamps the delay. A delay above [Policy].MaxRetryAfter (default 5 minutes)
-// stops the call at once with [ErrServerDelay]; one that would pass the
-// deadline stops it with ErrNoTimeLeft.
+// HTTP-date, see [ParseRetryAfter]) and the retry-after-ms headers, then the
+// IETF RateLimit fields (the wait until an exhausted policy is restored),
+// then X-RateLimit-Reset; its doc has the table of headers, their forms and
+// their precedence. [RetryAfter] attaches a delay to any error. Do then
+// waits the longer of the backoff and that delay: it never retries earlier
+// than asked, and never clamps the delay. A delay above
+// [Policy].MaxRetryAfter (default 5 minutes) stops the call at once with
+// [ErrServerDelay]; one that would pass the deadline stops it with
+// ErrNoTimeLeft. A malformed header is ignored, as if absent: it can neither
+// shorten a wait nor stop a call.
+//
+// A server can also say whether to retry at all: x-should-retry: true or
+// false overrides the status rule both ways, but never makes a request that
+// is not idempotent retryable. The ResponseError keeps the quota the server
+// says is left, and its policy, for logs and for a limiter that adapts.
 //
 // For HTTP clients, package [github.com/seed93a044d1/retry/retryhttp] does all
 // this in an [net/http.RoundTripper]: it retries only requests that are safe

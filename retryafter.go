@@ -223,8 +223,15 @@ type serverDelayer interface {
 
 // ResponseError is the error [CheckResponse] returns for an HTTP response
 // whose status is 4xx or 5xx. [DefaultClassifier] retries 408, 429, 500, 502,
-// 503 and 504, and the retry loop waits at least RetryAfter before the next
-// attempt.
+// 503 and 504, unless the server's x-should-retry header says otherwise
+// (see [ResponseError.RetryDecision]), and the retry loop waits at least
+// RetryAfter before the next attempt.
+//
+// Its fields other than StatusCode and Status hold what the response's
+// headers said about the server's load, for the classifier, the retry loop,
+// logs and an adaptive limiter; CheckResponse's table says which header sets
+// each. Their zero values mean the server said nothing, so a ResponseError
+// made by hand, in a test or a simulation, says what its maker sets.
 type ResponseError struct {
 	// StatusCode is the response's status code, such as 503.
 	StatusCode int
@@ -232,6 +239,33 @@ type ResponseError struct {
 	Status string
 	// RetryAfter is the delay the server asked for; 0 if none.
 	RetryAfter time.Duration
+	// RetryAfterFrom names the header that set RetryAfter, in lower case:
+	// "retry-after-ms", "x-ms-retry-after-ms", "retry-after", "ratelimit" or
+	// "x-ratelimit-reset"; "" if none did. A header can set a delay of 0.
+	RetryAfterFrom string
+
+	// Remaining is the quota the server said is left for the client, in the
+	// units of its policy (requests, unless it says otherwise), when
+	// RemainingFrom is not "": the smallest r of the RateLimit field, else
+	// X-RateLimit-Remaining. 0 means none is left.
+	Remaining int64
+	// RemainingFrom names the header that set Remaining, in lower case:
+	// "ratelimit" or "x-ratelimit-remaining"; "" if the server did not say.
+	RemainingFrom string
+
+	// Quota and QuotaWindow describe the RateLimit-Policy policy that
+	// applies: the one named by the RateLimit item that set Remaining, else
+	// the one of the lowest rate among those that give a window. Quota is
+	// its q, the quota units it allows per QuotaWindow, its w; QuotaWindow
+	// is 0 when the policy gives no window, and both are 0 when no policy
+	// applies (or when it allows nothing).
+	Quota       int64
+	QuotaWindow time.Duration
+
+	// ShouldRetry is the server's own word on retrying, from its
+	// x-should-retry header: [Retry] for "true", [Stop] for "false",
+	// [Unknown] when it has none.
+	ShouldRetry Decision
 
 	// spent is the retry loop that gave up on this response, when
 	// retryhttp returned it after its attempts, budget or time ran out.
@@ -253,11 +287,83 @@ func (e *ResponseError) Error() string {
 
 func (e *ResponseError) serverDelay() time.Duration { return e.RetryAfter }
 
+// RetryDecision returns ShouldRetry when it is [Retry] or [Stop], the
+// server's x-should-retry header, and [Unknown] otherwise. As the first rule
+// of [DefaultClassifier], it overrides the status rule both ways: a 400 with
+// "x-should-retry: true" is retried, a 503 with "false" is not. It has no
+// say on a response that retryhttp returned after giving up on it (Unknown),
+// nor over the rules the loop applies around any classifier: the caller's
+// context, the [Permanent] and [Transient] markers, and an error's
+// Unrepeatable method, by which a request that is not idempotent stops
+// whatever the server says.
+func (e *ResponseError) RetryDecision() Decision {
+	if e.spent != nil || (e.ShouldRetry != Retry && e.ShouldRetry != Stop) {
+		return Unknown
+	}
+	return e.ShouldRetry
+}
+
 // CheckResponse returns nil for a response with a 1xx, 2xx or 3xx status, and
-// a [*ResponseError] for a 4xx or 5xx one. The error's RetryAfter is the first
-// valid one of the headers retry-after-ms and x-ms-retry-after-ms (whole
-// milliseconds; 0 is valid) and Retry-After (see [ParseRetryAfter], with a
-// date measured from time.Now).
+// a [*ResponseError] for a 4xx or 5xx one, which holds what the response's
+// headers say about retrying it:
+//
+//	header                 forms                        sets                 if malformed
+//	retry-after-ms         milliseconds: "1500", "0"    RetryAfter, 1st      ignored
+//	x-ms-retry-after-ms    milliseconds                 RetryAfter, 2nd      ignored
+//	Retry-After            seconds: "120"; HTTP-date    RetryAfter, 3rd      ignored
+//	RateLimit              List: "p";r=0;t=30, ...      RetryAfter, 4th (a)  ignored whole (c)
+//	                                                    Remaining, 1st
+//	RateLimit-Policy       List: "p";q=100;w=60, ...    Quota, QuotaWindow   ignored whole (c)
+//	X-RateLimit-Reset      seconds: "30"; Unix time     RetryAfter, 5th (b)  ignored
+//	X-RateLimit-Remaining  whole number: "0"            Remaining, 2nd       ignored
+//	x-should-retry         "true" or "false"            ShouldRetry          ignored
+//
+// The server's delay, RetryAfter, is the first valid one in that order:
+// the Retry-After family first (the RateLimit draft says Retry-After takes
+// precedence), then RateLimit, then X-RateLimit-Reset; RetryAfterFrom names
+// the header that set it. Remaining is likewise RateLimit's, else
+// X-RateLimit-Remaining's. The retry loop waits the longer of its backoff
+// and RetryAfter, and stops with [ErrServerDelay] when RetryAfter is above
+// [Policy].MaxRetryAfter, whichever header set it.
+//
+// The forms, in detail:
+//
+//   - retry-after-ms and x-ms-retry-after-ms: ASCII digits, nothing else.
+//     Retry-After: see [ParseRetryAfter]; a date is measured from time.Now.
+//   - RateLimit and RateLimit-Policy are Structured Field Lists (RFC 9651;
+//     several lines of one field are read as one list) of items named by a
+//     String, per draft-ietf-httpapi-ratelimit-headers-11. (a) A RateLimit
+//     item says r, the quota left under that policy, and t, the seconds
+//     until it is restored: the delay is the longest t among the items
+//     with r=0 (an exhausted policy without t gives none), and Remaining is
+//     the smallest r. A RateLimit-Policy item gives q, a policy's quota, and
+//     w, its window in seconds (see ResponseError for which policy applies).
+//   - X-RateLimit-Reset: ASCII digits with an optional fraction ("1.5"),
+//     read as seconds from now or as a Unix time, whichever puts the reset
+//     nearer to now: a value above half of now's Unix time is a Unix time
+//     (the other reading would be a delay of decades). (b) It is the delay
+//     only when the quota is the reason for the refusal: when
+//     X-RateLimit-Remaining is 0, or when it is absent (or malformed) and
+//     the status is 429. With quota left, it says when a window ends, not
+//     when to retry.
+//   - x-should-retry: "true" or "false" in any case. It overrides the status
+//     rule both ways (see [ResponseError.RetryDecision]), never the rules
+//     around it: a request that is not idempotent is not retried.
+//
+// A date, a Unix time or a reset in the past gives a delay of 0; a delay too
+// large for a time.Duration gives the largest one. Spaces and tabs around a
+// value are ignored, header names are matched in any case, and only the
+// first line of a header other than RateLimit and RateLimit-Policy is read.
+//
+// A malformed value is ignored as if the header were absent: a Retry-After
+// of "soon" leaves the delay to RateLimit, then X-RateLimit-Reset, then to
+// the backoff alone. So it can neither shorten a wait below the backoff (the
+// loop waits at least that) nor stop a call that the valid headers alone
+// would let retry. (c) The draft requires a malformed RateLimit or RateLimit-Policy field to
+// be ignored whole: one that is not a valid List, has an item that is not a
+// String, an r or q that is missing or not a non-negative Integer, a t that
+// is not one, or a w that is not a positive one. Other parameters (pk, qu,
+// a vendor's) are allowed and not read.
 //
 // A nil response, or a status outside 100-599, gives an error marked
 // [Permanent]: the server's answer cannot be understood, so retrying is
@@ -266,10 +372,12 @@ func (e *ResponseError) serverDelay() time.Duration { return e.RetryAfter }
 // A response that retryhttp returned because its retries were spent (its
 // attempts, budget or time ran out on it) gives an error that
 // [DefaultClassifier] does not retry, so that a loop around an HTTP client
-// that already retries does not multiply its attempts.
+// that already retries does not multiply its attempts; x-should-retry does
+// not change that.
 //
 // CheckResponse neither reads nor closes the body: the caller still owns it
-// and must close it, also before a retry.
+// and must close it, also before a retry. It allocates the ResponseError,
+// and nothing more unless a RateLimit field comes in several lines.
 func CheckResponse(resp *http.Response) error {
 	if resp == nil {
 		return Permanent(errNilResponse)
@@ -278,7 +386,8 @@ func CheckResponse(resp *http.Response) error {
 	if code >= 100 && code < 400 {
 		return nil
 	}
-	re := &ResponseError{StatusCode: code, Status: resp.Status, RetryAfter: responseDelay(resp.Header)}
+	re := &ResponseError{StatusCode: code, Status: resp.Status}
+	re.read(resp.Header)
 	if code < 100 || code > 599 {
 		return Permanent(re)
 	}
@@ -290,17 +399,69 @@ func CheckResponse(resp *http.Response) error {
 
 var errNilResponse = errors.New("retry: CheckResponse: nil response")
 
-// responseDelay reads the server's requested delay from the response headers.
-func responseDelay(h http.Header) time.Duration {
-	for _, key := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
-		if ms, ok := parseDigits(strings.Trim(h.Get(key), " \t")); ok {
-			return saturatingMul(ms, time.Millisecond)
+// read fills e's fields from the response headers h, as CheckResponse's
+// table says.
+func (e *ResponseError) read(h http.Header) {
+	rl := readRateLimit(h)
+	x := readXRateLimit(h, e.StatusCode, time.Now)
+	switch d, from, ok := retryAfterFamily(h); {
+	case ok:
+		e.RetryAfter, e.RetryAfterFrom = d, from
+	case rl.delayed:
+		e.RetryAfter, e.RetryAfterFrom = rl.delay, "ratelimit"
+	case x.delayed:
+		e.RetryAfter, e.RetryAfterFrom = x.delay, "x-ratelimit-reset"
+	}
+	switch {
+	case rl.hasRemaining:
+		e.Remaining, e.RemainingFrom = rl.remaining, "ratelimit"
+	case x.hasRemaining:
+		e.Remaining, e.RemainingFrom = x.remaining, "x-ratelimit-remaining"
+	}
+	if rl.hasPolicy {
+		e.Quota, e.QuotaWindow = rl.quota, rl.window
+	}
+	e.ShouldRetry = parseShouldRetry(headerValue(h, "X-Should-Retry"))
+}
+
+// retryAfterFamily reads the first valid delay of retry-after-ms,
+// x-ms-retry-after-ms and Retry-After, and the name of its header.
+func retryAfterFamily(h http.Header) (time.Duration, string, bool) {
+	for _, key := range [...]struct{ canonical, name string }{
+		{"Retry-After-Ms", "retry-after-ms"},
+		{"X-Ms-Retry-After-Ms", "x-ms-retry-after-ms"},
+	} {
+		if ms, ok := parseDigits(strings.Trim(headerValue(h, key.canonical), " \t")); ok {
+			return saturatingMul(ms, time.Millisecond), key.name, true
 		}
 	}
-	if v := h.Get("Retry-After"); v != "" {
+	if v := headerValue(h, "Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, time.Now()); ok {
-			return d
+			return d, "retry-after", true
 		}
 	}
-	return 0
+	return 0, "", false
+}
+
+// headerValue returns the first value of the header whose canonical name
+// (as http.CanonicalHeaderKey gives it) is key, as h.Get does without
+// canonicalizing key again.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// parseShouldRetry reads an x-should-retry header: "true" or "false" in any
+// case, with spaces and tabs around it; anything else says nothing.
+func parseShouldRetry(v string) Decision {
+	v = strings.Trim(v, " \t")
+	switch {
+	case strings.EqualFold(v, "true"):
+		return Retry
+	case strings.EqualFold(v, "false"):
+		return Stop
+	}
+	return Unknown
 }

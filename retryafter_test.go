@@ -873,3 +873,44 @@ func BenchmarkParseRetryAfter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckResponse measures what reading a failed response's headers
+// costs, for the header sets servers send. The ResponseError itself is one
+// allocation.
+func BenchmarkCheckResponse(b *testing.B) {
+	benchmarks := []struct {
+		name   string
+		header http.Header
+	}{
+		{name: "no headers", header: http.Header{}},
+		{name: "Retry-After", header: http.Header{"Retry-After": {"120"}}},
+		{name: "retry-after-ms", header: http.Header{"Retry-After-Ms": {"1500"}}},
+		{name: "RateLimit", header: http.Header{
+			"Ratelimit-Policy": {`"burst";q=100;w=60, "daily";q=1000;w=86400`},
+			"Ratelimit":        {`"burst";r=0;t=30, "daily";r=900;t=50000`},
+		}},
+		{name: "X-RateLimit-Reset", header: http.Header{
+			"X-Ratelimit-Remaining": {"0"},
+			"X-Ratelimit-Reset":     {"30"},
+		}},
+		{name: "all", header: http.Header{
+			"Retry-After":           {"120"},
+			"Ratelimit-Policy":      {`"burst";q=100;w=60`},
+			"Ratelimit":             {`"burst";r=0;t=30`},
+			"X-Ratelimit-Remaining": {"0"},
+			"X-Ratelimit-Reset":     {"30"},
+			"X-Should-Retry":        {"true"},
+		}},
+	}
+	for _, bm := range benchmarks {
+		b.Run(bm.name, func(b *testing.B) {
+			resp := &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: bm.header}
+			b.ReportAllocs()
+			for b.Loop() {
+				if retry.CheckResponse(resp) == nil {
+					b.Fatal("CheckResponse(429) = nil")
+				}
+			}
+		})
+	}
+}

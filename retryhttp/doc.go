@@ -35,11 +35,13 @@
 //
 // Each attempt's response goes through [retry.CheckResponse], so the policy's
 // classifier sees a [*retry.ResponseError] for a 4xx or 5xx status:
-// [retry.DefaultClassifier] retries 408, 429, 500, 502, 503 and 504, and the
-// next attempt never starts earlier than the server asked in retry-after-ms,
-// x-ms-retry-after-ms or Retry-After. Every response that is not returned is
-// drained (up to 64 KiB) and closed before the wait, so its connection goes
-// back to the pool.
+// [retry.DefaultClassifier] retries 408, 429, 500, 502, 503 and 504 (a
+// server's x-should-retry header overrides that, for the requests retried
+// at all), and the next attempt never starts earlier than the server asked
+// in Retry-After, its millisecond forms, the RateLimit fields or
+// X-RateLimit-Reset (CheckResponse has the table). Every response that is
+// not returned is drained (up to 64 KiB) and closed before the wait, so its
+// connection goes back to the pool.
 //
 // When retrying stops on a response (a status that is not retried, attempts
 // or budget exhausted, or a server delay above Policy.MaxRetryAfter or past
