@@ -52,9 +52,9 @@ type Event struct {
 	// when no retry was decided.
 	Backoff time.Duration
 
-	// ServerDelay is the delay the attempt's error asked for (Retry-After, RateLimit, X-RateLimit-Reset,
-	// a gRPC pushback: see CheckResponse);
-	// 0 if none. It is set even when the call stops because of it.
+	// ServerDelay is the delay the attempt's error asked for (Retry-After,
+	// RateLimit, X-RateLimit-Reset, a gRPC pushback: see CheckResponse); 0
+	// if none. It is set even when the call stops because of it.
 	ServerDelay time.Duration
 
 	// Reason, when Done, says why the call stopped, as [Error].Reason does;
