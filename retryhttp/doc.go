@@ -31,6 +31,25 @@
 // [NewClient] sets the policy only; [Transport.Client] builds a client from
 // a Transport with every setting (Retryable, AttemptHeader, Timeout).
 //
+// # Idempotency keys
+//
+// With [Transport].IdempotencyKey set (to [NewKey], say), a POST or a PATCH
+// that carries no key of its own gets one, made once per request and sent
+// on every attempt, as draft-ietf-httpapi-idempotency-key-header asks: the
+// server can then recognise the repeats and do the work once, and the
+// request is retried like an idempotent one.
+//
+// # Hedging
+//
+// A Policy with Hedge set hedges the requests the Transport would retry
+// (idempotent, or with a key, and with a replayable body), and only those:
+// when an attempt has not answered after the hedge delay, another starts
+// beside it, and the first response that is not a failure wins. The others
+// are cancelled: an HTTP/2 stream is reset and its connection kept, an
+// HTTP/1.1 request cancelled in flight costs its connection, which net/http
+// closes. Every response that is not returned is drained and closed before
+// RoundTrip returns.
+//
 // # Responses and errors
 //
 // Each attempt's response goes through [retry.CheckResponse], so the policy's

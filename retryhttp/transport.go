@@ -2,10 +2,14 @@ package retryhttp
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed93a044d1/retry"
@@ -60,6 +64,22 @@ type Transport struct {
 	// attempt is sent without it, and the caller's request is never changed:
 	// each retry sends a copy. Empty means no header.
 	AttemptHeader string
+
+	// IdempotencyKey, when set, gives a request that is not idempotent by
+	// its method and carries no Idempotency-Key or X-Idempotency-Key of its
+	// own an Idempotency-Key, which makes it retryable: IdempotencyKey is
+	// called once per request (once per RoundTrip: a redirect to another
+	// URL is a request of its own), and every attempt, retry or hedge,
+	// sends the same key, as draft-ietf-httpapi-idempotency-key-header-07
+	// asks, so that the server can recognise the repeats of one request and
+	// do the work once. The header's value is the key as a Structured Field
+	// String (quoted: "..."). [NewKey] makes keys; a func of your own can
+	// make them from what the request is about (an order ID) and log them.
+	// The caller's request is not changed: the attempts send a copy, which
+	// resp.Request and, inside Observe, RequestFrom return, with the key. A
+	// key that is empty is no key; one with a byte outside printable ASCII
+	// is refused, with an error, before any attempt. nil means no keys.
+	IdempotencyKey func(*http.Request) string
 
 	// Timeout, when positive, bounds each request sent through the
 	// Transport, as http.Client.Timeout does: its attempts, the waits
@@ -130,12 +150,21 @@ func DefaultRetryable(req *http.Request) bool {
 	if req == nil {
 		return false
 	}
-	switch req.Method {
+	if idempotentMethod(req.Method) {
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// idempotentMethod reports whether RFC 9110 calls method idempotent (the
+// empty method is GET).
+func idempotentMethod(method string) bool {
+	switch method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
 		http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+	return false
 }
 
 // WithPolicy returns a copy of ctx that makes a [Transport] retry the
@@ -194,6 +223,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, retry.Permanent(err)
 	}
+	req, err := t.withKey(req)
+	if err != nil {
+		closeBody(req)
+		return nil, retry.Permanent(err)
+	}
 
 	ctx := req.Context()
 	c := &call{t: t, base: t.base(), req: req, policy: t.Policy, refusal: t.refusal(req)}
@@ -208,34 +242,38 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.observe = c.policy.Observe
 	c.policy.Observe = c.observeEvent
 	c.policy.NumberAttempts = true
-
-	err := retry.Do(ctx, c.attempt, &c.policy)
-	if err == nil {
-		return c.resp, nil
+	if c.refusal != nil {
+		c.policy.Hedge = nil // only what may be retried is hedged
 	}
-	if c.attempts == 0 {
+
+	err = retry.Do(ctx, c.attempt, &c.policy)
+	if c.attempts.Load() == 0 {
 		closeBody(req) // no attempt was made; a RoundTripper closes the body all the same
 	}
-	if c.held == nil {
+	if err == nil {
+		return c.keep(c.winner), nil
+	}
+	held := c.keep(c.held)
+	if held == nil {
 		return nil, err
 	}
 	var re *retry.Error
 	if errors.As(err, &re) && errors.Is(re.Reason, cause(ctx)) && ended(ctx) {
 		// The call stopped because the request's context ended: the held
 		// response's body can no longer be read, and the error says why.
-		if c.held.Body != nil {
-			c.held.Body.Close()
+		if held.Body != nil {
+			held.Body.Close()
 		}
 		return nil, err
 	}
 	// Mark the response as one whose retries are spent, so that
 	// retry.CheckResponse in an outer loop does not retry it again.
-	r := c.held.Request
+	r := held.Request
 	if r == nil {
 		r = req
 	}
-	c.held.Request = r.WithContext(context.WithValue(r.Context(), handoff.GaveUp{}, err))
-	return c.held, nil
+	held.Request = r.WithContext(context.WithValue(r.Context(), handoff.GaveUp{}, err))
+	return held, nil
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -252,6 +290,58 @@ func (t *Transport) CloseIdleConnections() {
 	if ci, ok := t.base().(closeIdler); ok {
 		ci.CloseIdleConnections()
 	}
+}
+
+// withKey returns req with an Idempotency-Key from t.IdempotencyKey, on a
+// copy, when req needs one; otherwise req itself.
+func (t *Transport) withKey(req *http.Request) (*http.Request, error) {
+	if t.IdempotencyKey == nil || idempotentMethod(req.Method) ||
+		req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != "" {
+		return req, nil
+	}
+	key := t.IdempotencyKey(req)
+	if key == "" {
+		return req, nil
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < ' ' || c > '~' {
+			return req, errBadKey
+		}
+	}
+	r := *req // a shallow copy whose header is its own
+	r.Header = req.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header, 1)
+	}
+	r.Header.Set("Idempotency-Key", `"`+strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key)+`"`)
+	return &r, nil
+}
+
+var errBadKey = errors.New("retryhttp: IdempotencyKey made a key with a byte outside printable ASCII")
+
+// NewKey returns a new idempotency key for any request: a version 4 UUID
+// (RFC 9562) in its 36-character text form, such as
+// "8e03978e-40d5-43e8-bc93-6894a57f9324", from 122 bits of crypto/rand, so
+// that two keys are the same with a probability far below that of any
+// hardware fault. It is meant for Transport.IdempotencyKey. It is safe for
+// concurrent use.
+func NewKey(*http.Request) string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails, as crypto/rand documents
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	const hexd = "0123456789abcdef"
+	var out [36]byte
+	j := 0
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hexd[c>>4], hexd[c&0xf]
+		j += 2
+	}
+	return string(out[:])
 }
 
 // refusal returns why req may not be sent more than once, or nil if it may.
@@ -291,8 +381,11 @@ func (u *unrepeatable) Error() string       { return u.err.Error() }
 func (u *unrepeatable) Unwrap() error       { return u.err }
 func (u *unrepeatable) Unrepeatable() error { return u.reason }
 
-// call is the state of one RoundTrip. Its methods run on the goroutine that
-// called RoundTrip, inside retry.Do.
+// call is the state of one RoundTrip. retry.Do runs its attempts, on the
+// goroutine that called RoundTrip, or, when the policy hedges, several at
+// once on goroutines of their own; Observe runs on the first. The responses
+// of the attempts are kept by attempt number until the call ends, when all
+// but the one returned are drained and closed.
 type call struct {
 	t       *Transport
 	base    http.RoundTripper
@@ -303,18 +396,30 @@ type call struct {
 	obsCtx  context.Context                    // the request's context, with the request
 	refusal error                              // why req may not be repeated; nil if it may
 
-	attempts int
-	resp     *http.Response // the response of the attempt that succeeded
-	held     *http.Response // the response of the attempt that failed last
-	heldBy   *guard         // held's guard, if the attempt had a timeout
+	attempts atomic.Int32 // attempts made
+
+	mu   sync.Mutex
+	sent map[int]answer // by attempt number: responses not yet returned or discarded
+
+	// Set by Observe, on the goroutine that called RoundTrip.
+	winner int // the attempt that succeeded
+	held   int // the attempt that failed last with a response
+}
+
+// answer is an attempt's response, and its guard if the attempt had a
+// timeout.
+type answer struct {
+	resp *http.Response
+	g    *guard
 }
 
 // attempt sends one attempt; retry.Do calls it with the request's context,
 // numbered.
 func (c *call) attempt(ctx context.Context) error {
-	c.attempts++
+	c.attempts.Add(1)
+	n := retry.AttemptFrom(ctx)
 	var body io.ReadCloser
-	if c.attempts > 1 {
+	if n > 1 {
 		if b := c.req.Body; b != nil && b != http.NoBody {
 			var err error
 			if body, err = c.req.GetBody(); err != nil {
@@ -336,7 +441,7 @@ func (c *call) attempt(ctx context.Context) error {
 	// A shallow copy on the attempt's context, which carries its number:
 	// req stays as it is.
 	r := c.req.WithContext(ctx)
-	if c.attempts > 1 {
+	if n > 1 {
 		if body != nil {
 			r.Body = body
 		}
@@ -345,7 +450,7 @@ func (c *call) attempt(ctx context.Context) error {
 			if h == nil {
 				h = make(http.Header, 1)
 			}
-			h.Set(name, strconv.Itoa(c.attempts))
+			h.Set(name, strconv.Itoa(n))
 			r.Header = h
 		}
 	}
@@ -366,12 +471,45 @@ func (c *call) attempt(ctx context.Context) error {
 	if resp.Request == nil {
 		resp.Request = r
 	}
+	c.mu.Lock()
+	if c.sent == nil {
+		c.sent = make(map[int]answer, 2)
+	}
+	c.sent[n] = answer{resp, g}
+	c.mu.Unlock()
 	if err := retry.CheckResponse(resp); err != nil {
-		c.held, c.heldBy = resp, g
 		return c.refuse(err)
 	}
-	c.resp = resp
 	return nil
+}
+
+// keep returns the response of attempt n, if it has one, and drains and
+// closes every other response the call kept. Every attempt has returned by
+// then.
+func (c *call) keep(n int) *http.Response {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var kept *http.Response
+	for m, a := range c.sent {
+		if m == n {
+			kept = a.resp
+			continue
+		}
+		discard(a.resp, a.g, c.timeout)
+	}
+	c.sent = nil
+	return kept
+}
+
+// drop drains and closes the response of attempt n, if it has one.
+func (c *call) drop(n int) {
+	c.mu.Lock()
+	a, ok := c.sent[n]
+	delete(c.sent, n)
+	c.mu.Unlock()
+	if ok {
+		discard(a.resp, a.g, c.timeout)
+	}
 }
 
 // refuse marks err as the error of an attempt that must not be repeated,
@@ -383,18 +521,29 @@ func (c *call) refuse(err error) error {
 	return &unrepeatable{err: err, reason: c.refusal}
 }
 
-// observeEvent is the policy's Observe. Before a retry, the held response is
-// drained and closed, so that its connection goes back to the pool during
-// the wait; a drain that ran into the end of the request's context means no
-// retry follows after all, and the event says so. Then the user's Observe
-// sees the event, with the request in its context.
+// observeEvent is the policy's Observe. Before a retry, the failed
+// attempt's response is drained and closed, so that its connection goes back
+// to the pool during the wait; a drain that ran into the end of the
+// request's context means no retry follows after all, and the event says
+// so. A failed attempt followed by no retry holds its response, to be
+// returned if the call stops on it (a hedged call may go on: the next
+// failure takes its place). Then the user's Observe sees the event, with the
+// request in its context.
 func (c *call) observeEvent(ctx context.Context, e retry.Event) {
-	if e.Retry && c.held != nil {
-		discard(c.held, c.heldBy, c.timeout)
-		c.held, c.heldBy = nil, nil
+	switch {
+	case e.Done:
+	case e.Err == nil:
+		c.winner = e.Attempt
+	case e.Retry:
+		c.drop(e.Attempt)
 		if ended(ctx) {
 			e.Retry, e.Wait, e.Backoff = false, 0, 0
 		}
+	case c.winner == 0: // not a hedge cut off by the winner
+		if c.held != 0 && c.held != e.Attempt {
+			c.drop(c.held)
+		}
+		c.held = e.Attempt
 	}
 	if c.observe == nil {
 		return

@@ -1,0 +1,259 @@
+package retryhttp_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/retryhttp"
+)
+
+// A POST with keys made by the Transport, against a server that fails the
+// first two attempts and deduplicates on the key: three attempts, one
+// effect, and the same key on all three, readable afterwards.
+func TestIdempotencyKeyMadeOnceAndReused(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var keys []string
+	effects := map[string]int{}
+	srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		keys = append(keys, key)
+		if len(keys) <= 2 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		effects[key]++ // the server does the work once per key
+		io.WriteString(w, "charged")
+	})
+	client := (&retryhttp.Transport{
+		Policy:         retry.Policy{Backoff: retry.Constant(0)},
+		IdempotencyKey: retryhttp.NewKey,
+	}).Client(srv.Client())
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("amount=10"))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, "charged", readAll(t, resp))
+
+	require.Len(t, keys, 3, "three attempts")
+	assert.Regexp(t, `^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$`, keys[0], "a quoted version 4 UUID")
+	assert.Equal(t, keys[0], keys[1])
+	assert.Equal(t, keys[0], keys[2], "the same key on every attempt")
+	assert.Equal(t, map[string]int{keys[0]: 1}, effects, "one effect")
+	assert.Equal(t, keys[0], resp.Request.Header.Get("Idempotency-Key"), "the key is readable afterwards")
+	assert.Empty(t, req.Header.Get("Idempotency-Key"), "the caller's request is not changed")
+}
+
+// Keys are made only for requests that need one; a bad key is refused
+// before any attempt.
+func TestIdempotencyKeyOnlyWhereNeeded(t *testing.T) {
+	t.Parallel()
+	var got []string
+	var mu sync.Mutex
+	srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+	})
+	key := func(*http.Request) string { return `order-"7"` }
+	client := (&retryhttp.Transport{IdempotencyKey: key}).Client(srv.Client())
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch} {
+		req, err := http.NewRequest(m, srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "mine")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, []string{"GET ", "PUT ", `POST "order-\"7\""`, `PATCH "order-\"7\""`, "POST mine"}, got)
+
+	bad := (&retryhttp.Transport{IdempotencyKey: func(*http.Request) string { return "naïve" }}).Client(srv.Client())
+	_, err = bad.Post(srv.URL, "text/plain", nil)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "printable ASCII")
+	assert.Len(t, got, 5, "nothing was sent")
+}
+
+func TestNewKey(t *testing.T) {
+	t.Parallel()
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := make(map[string]bool, 100_000)
+	for range 100_000 {
+		k := retryhttp.NewKey(nil)
+		require.Regexp(t, uuid, k)
+		require.False(t, seen[k], "key %s made twice", k)
+		seen[k] = true
+	}
+}
+
+// A slow GET is hedged; the hedge's response is returned and the slow
+// attempt is cancelled, its connection closed.
+func TestHedgedRequest(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			<-r.Context().Done() // the first is stuck
+			return
+		}
+		io.WriteString(w, "fast")
+	})
+	tr := &tracker{base: srv.Client().Transport}
+	var events []retry.Event
+	client := retryhttp.NewClient(&http.Client{Transport: tr}, retry.Policy{
+		Hedge:   retry.Constant(20 * time.Millisecond),
+		Observe: func(_ context.Context, e retry.Event) { events = append(events, e) },
+	})
+	resp, err := client.Get(srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "fast", readAll(t, resp))
+	assert.Equal(t, 2, retry.AttemptFrom(resp.Request.Context()), "the hedge's response")
+	require.Len(t, events, 3)
+	assert.True(t, events[0].Hedge)
+	assert.NoError(t, events[0].Err)
+	assert.ErrorIs(t, events[1].Err, context.Canceled, "the first attempt was cancelled")
+	for _, b := range tr.Bodies() {
+		assert.True(t, b.closed.Load(), "every body is closed")
+	}
+}
+
+// A request that is not retried is never hedged.
+func TestNotHedgedWhenNotRetryable(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		time.Sleep(100 * time.Millisecond)
+	})
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(time.Millisecond)})
+	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("charge"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	req, err := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("stream")))
+	require.NoError(t, err)
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, int32(2), n.Load(), "one request each")
+}
+
+// Over thousands of hedged calls (10,000 with RETRY_LONG=1, as .ci/run
+// sets), over HTTP/1.1 and HTTP/2, nothing leaks: every body is closed,
+// goroutines come back to where they were, and no connection is left open
+// once the idle ones are closed. It is not parallel, so that the goroutine
+// count is this test's alone.
+func TestHedgingLeaksNothing(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		name := "HTTP/1.1"
+		if h2 {
+			name = "HTTP/2"
+		}
+		t.Run(name, func(t *testing.T) {
+			calls := 2000
+			if os.Getenv("RETRY_LONG") == "1" {
+				calls = 10_000
+			}
+			var served atomic.Int32
+			var open atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if served.Add(1)%10 == 1 { // one in ten is slow: it waits for its cancel, or 50ms
+					select {
+					case <-r.Context().Done():
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+				io.WriteString(w, "ok")
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				switch s {
+				case http.StateNew:
+					open.Add(1)
+				case http.StateClosed, http.StateHijacked:
+					open.Add(-1)
+				}
+			}
+			srv.EnableHTTP2 = h2
+			srv.StartTLS()
+			defer srv.Close()
+			base := srv.Client().Transport.(*http.Transport)
+			base.MaxIdleConnsPerHost = 8
+			tr := &tracker{base: base}
+			client := retryhttp.NewClient(&http.Client{Transport: tr}, retry.Policy{Hedge: retry.Constant(5 * time.Millisecond)})
+			before := runtime.NumGoroutine()
+			var wg sync.WaitGroup
+			work := make(chan struct{})
+			var failures atomic.Int32
+			for range 8 {
+				wg.Go(func() {
+					for range work {
+						resp, err := client.Get(srv.URL)
+						if err != nil {
+							failures.Add(1)
+							continue
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				})
+			}
+			for range calls {
+				work <- struct{}{}
+			}
+			close(work)
+			wg.Wait()
+			assert.Zero(t, failures.Load())
+			assert.Greater(t, int(served.Load()), calls, "some calls were hedged")
+			for i, b := range tr.Bodies() {
+				if !b.closed.Load() {
+					t.Fatalf("body %d of %d was never closed", i, len(tr.Bodies()))
+				}
+			}
+			// Goroutines end a little after their connections close: wait,
+			// generously, for them to come back near the count before.
+			base.CloseIdleConnections()
+			deadline := time.Now().Add(30 * time.Second)
+			for runtime.NumGoroutine() > before+4 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			assert.LessOrEqual(t, runtime.NumGoroutine(), before+4, "goroutines left behind")
+			// HTTP/1.1 closes a connection whose request is cancelled, and
+			// CloseIdleConnections the rest. HTTP/2 resets the stream and
+			// keeps the connection; net/http then keeps a connection that
+			// has had streams reset open through CloseIdleConnections (a
+			// plain http.Transport does the same, without retryhttp), so
+			// one is allowed: the one all the calls shared.
+			allowed := int32(0)
+			if h2 {
+				allowed = 1
+			}
+			for open.Load() > allowed && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			assert.LessOrEqual(t, open.Load(), allowed, "connections left open after the idle ones were closed")
+		})
+	}
+}
