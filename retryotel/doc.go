@@ -59,8 +59,14 @@
 //     "broken_pipe" for ECONNRESET, ECONNREFUSED, ECONNABORTED and EPIPE;
 //   - "unexpected_eof" for io.ErrUnexpectedEOF, "eof" for io.EOF;
 //   - else the Go type of the error, named as semconv.ErrorType names it
-//     ("*net.DNSError"), looking through fmt.Errorf's %w, [retry.RetryAfter],
-//     *url.Error, *net.OpError and *os.SyscallError.
+//     ("*net.DNSError", "*tls.CertificateVerificationError"), looking
+//     through fmt.Errorf's %w, [retry.RetryAfter], *url.Error, *net.OpError,
+//     *os.SyscallError, and any error that wraps exactly one other and
+//     reads exactly as it does: the wrappers that retryhttp, retrygrpc and
+//     net/http put around an error to carry what it cannot say. So a
+//     failure has one error.type whether it came through retryhttp or
+//     through an http.Client. A type that means something of its own while
+//     reading as its cause names itself with ErrorType.
 //
 // # Traces
 //

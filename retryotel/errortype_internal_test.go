@@ -2,6 +2,7 @@ package retryotel
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -32,6 +33,19 @@ type timeoutError struct{}
 
 func (timeoutError) Error() string { return "i/o timeout" }
 func (timeoutError) Timeout() bool { return true }
+
+// carrier wraps an error to carry something the error cannot say, and reads
+// as that error, as retryhttp's and retrygrpc's attempt errors do.
+type carrier struct{ err error }
+
+func (e *carrier) Error() string { return e.err.Error() }
+func (e *carrier) Unwrap() error { return e.err }
+
+// annotated wraps an error and says something of its own.
+type annotated struct{ err error }
+
+func (e *annotated) Error() string { return "quota: " + e.err.Error() }
+func (e *annotated) Unwrap() error { return e.err }
 
 // cycle is an error that wraps itself: the walk must stop.
 type cycle struct{ self error }
@@ -76,6 +90,12 @@ func TestErrorType(t *testing.T) {
 		{"a plain error is its type", fmt.Errorf("a: %w", fmt.Errorf("b: %w", errors.New("c"))), "*errors.errorString"},
 		{"a joined error is the join's type", errors.Join(errors.New("a"), errors.New("b")), "*errors.joinError"},
 		{"a cycle", loop, "*retryotel.cycle"},
+		{"a wrapper that reads as its cause is looked through", &carrier{&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, "*tls.CertificateVerificationError"},
+		{"through several, and the plain ones between", &carrier{&net.OpError{Op: "dial", Err: &carrier{&net.DNSError{Err: "no such host"}}}}, "*net.DNSError"},
+		{"a wrapper with text of its own is its type", &annotated{errors.New("c")}, "*retryotel.annotated"},
+		{"a wrapper of nothing is its type", &carrier{}, "*retryotel.carrier"},
+		{"a wrapper of a nil pointer is its type", &carrier{(*net.DNSError)(nil)}, "*retryotel.carrier"},
+		{"a multi-error is never looked through", errors.Join(errors.New("c")), "*errors.joinError"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
