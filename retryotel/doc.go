@@ -37,13 +37,32 @@
 //     [retry.TokenBucket] does.
 //
 // retry.result is one of "success_first_attempt", "success_after_retry", or
-// the stop reason: "exhausted" ([retry.ErrExhausted]), "not_retryable"
-// ([retry.ErrNotRetryable]), "budget_exhausted" ([retry.ErrBudgetExhausted]),
-// "server_delay" ([retry.ErrServerDelay]), "no_time_left"
-// ([retry.ErrNoTimeLeft]: the next attempt would not have started before
-// the deadline), "deadline_exceeded" (the caller's deadline passed),
-// "canceled" (the caller's context was cancelled), or "other" (input that
-// made any attempt impossible, such as a nil function).
+// the stop reason, read from the call's own reason ([retry.Event].Reason),
+// never from the state of its context as the call ends:
+//
+//   - "exhausted": no attempts were left ([retry.ErrExhausted]);
+//   - "not_retryable": the error, by its nature, would fail again
+//     ([retry.ErrNotRetryable]);
+//   - "already_retried": the error came out of an inner retry loop, which
+//     had retried it already ([retry.ErrAlreadyRetried]);
+//   - "not_idempotent": the attempt may have taken effect and the work is
+//     not declared safe to repeat ([retry.ErrNotIdempotent], or a reason
+//     that wraps it);
+//   - "unrepeatable": the error's Unrepeatable method gave a reason of its
+//     own not to repeat the attempt;
+//   - "budget_exhausted": the Budget refused the retry
+//     ([retry.ErrBudgetExhausted]);
+//   - "server_delay": the server asked for a delay above MaxRetryAfter
+//     ([retry.ErrServerDelay]);
+//   - "no_time_left": the next attempt would not have started before the
+//     deadline ([retry.ErrNoTimeLeft]);
+//   - "deadline_exceeded": the caller's deadline came, even if its
+//     context's timer had not fired yet, or the context ended with a
+//     cause that is a deadline (retryhttp's Timeout);
+//   - "canceled": the caller's context was cancelled, with or without a
+//     cause;
+//   - "other": a Limiter's error, or input that made any attempt
+//     impossible, such as a nil function.
 //
 // # error.type
 //

@@ -2,6 +2,8 @@ package retryotel
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"sync"
 
 	"go.opentelemetry.io/otel"
@@ -126,6 +128,9 @@ const (
 	resultSuccessRetried
 	resultExhausted
 	resultNotRetryable
+	resultAlreadyRetried
+	resultNotIdempotent
+	resultUnrepeatable
 	resultBudget
 	resultServerDelay
 	resultNoTimeLeft
@@ -140,6 +145,9 @@ var resultNames = [numResults]string{
 	"success_after_retry",
 	"exhausted",
 	"not_retryable",
+	"already_retried",
+	"not_idempotent",
+	"unrepeatable",
 	"budget_exhausted",
 	"server_delay",
 	"no_time_left",
@@ -350,7 +358,10 @@ func (o *observer) failed(f failure) options {
 	return opts
 }
 
-// result says how the call that e ends went, as a retry.result index.
+// result says how the call that e ends went, as a retry.result index. It
+// reads the call's own reason, never the state of ctx at the moment of the
+// event: Do stops as soon as the deadline has come, which may be before the
+// context's timer has fired and while ctx.Err() is still nil.
 func result(ctx context.Context, e retry.Event) int {
 	switch e.Reason {
 	case nil:
@@ -361,26 +372,87 @@ func result(ctx context.Context, e retry.Event) int {
 			return resultSuccessRetried
 		}
 		return resultSuccessFirst
+	// The sentinels are pointers or comparable values: == cannot panic.
 	case retry.ErrExhausted:
 		return resultExhausted
 	case retry.ErrNotRetryable:
 		return resultNotRetryable
+	case retry.ErrAlreadyRetried:
+		return resultAlreadyRetried
+	case retry.ErrNotIdempotent:
+		return resultNotIdempotent
 	case retry.ErrBudgetExhausted:
 		return resultBudget
 	case retry.ErrServerDelay:
 		return resultServerDelay
 	case retry.ErrNoTimeLeft:
 		return resultNoTimeLeft
-	}
-	// Otherwise the Reason is the context's cause, which may be any error
-	// (context.WithCancelCause): the context's own error says which.
-	switch ctx.Err() {
 	case context.DeadlineExceeded:
-		return resultDeadline
+		return resultDeadline // the caller's deadline, its cause not set or not yet known
 	case context.Canceled:
 		return resultCanceled
 	}
-	return resultOther
+	// A cause of the caller's own (context.WithCancelCause,
+	// WithDeadlineCause, retryhttp's Timeout): a context has a cause only
+	// once it has ended, so its Err is settled by now. A cause that says
+	// it is a deadline is one, whichever way its context was ended.
+	if cause := context.Cause(ctx); same(cause, e.Reason) {
+		switch {
+		case errors.Is(cause, context.DeadlineExceeded):
+			return resultDeadline
+		case errors.Is(cause, context.Canceled):
+			return resultCanceled
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return resultDeadline
+		}
+		return resultCanceled
+	}
+	// A reason that the last error's Unrepeatable method gave.
+	if re, ok := e.Err.(*retry.Error); ok && same(refusal(re.Last, 0), e.Reason) {
+		if errors.Is(e.Reason, retry.ErrNotIdempotent) {
+			return resultNotIdempotent
+		}
+		return resultUnrepeatable
+	}
+	return resultOther // a Limiter's error, or input that made any attempt impossible
+}
+
+// refusal returns what the Unrepeatable method of the outermost error in
+// err's tree that has one with an objection returns, as the retry loop
+// finds it; nil if none objects.
+func refusal(err error, depth int) error {
+	if err == nil || depth > maxDepth || isNilPointer(err) {
+		return nil
+	}
+	if u, ok := err.(interface{ Unrepeatable() error }); ok {
+		if r := u.Unrepeatable(); r != nil {
+			return r
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return refusal(u.Unwrap(), depth+1)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if r := refusal(e, depth+1); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// same reports whether a and b are the same error. Errors of a type that ==
+// cannot compare (a struct holding a slice, say), on which == would panic,
+// are the same if they hold the same.
+func same(a, b error) bool {
+	if a == nil || b == nil || reflect.TypeOf(a) != reflect.TypeOf(b) {
+		return false
+	}
+	if reflect.ValueOf(a).Comparable() {
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // callErrorType is the error.type of a failed call: its last attempt's, or,
