@@ -29,9 +29,14 @@
 //     made, with retry.result.
 //   - retry.call.duration, a histogram in seconds: the time each call took,
 //     waits included, with retry.result.
-//   - retry.wait.duration, a histogram in seconds: each wait before a retry,
-//     with retry.wait.set_by: "backoff", "server" (Retry-After was longest)
-//     or "limiter" (the rate limiter made the retry wait longer).
+//   - retry.wait.duration, a histogram in seconds: the time really waited
+//     before each retry ([retry.Event].Waited), recorded when the wait
+//     ends: a wait that the caller's cancel cuts short counts what was
+//     waited, not what was planned. With retry.wait.set_by: "backoff",
+//     "server" (Retry-After was longest) or "limiter" (the Limiter made the
+//     retry wait longer); a retry that followed at once counts a wait of 0
+//     set by the backoff. The Limiter's wait before a call's first attempt
+//     is no retry's wait: it is in retry.call.duration, not here.
 //   - retry.budget.balance, an observable gauge of {token}: the tokens held
 //     by the policy's Budget, when it has a Balance() float64 method as
 //     [retry.TokenBucket] does.
@@ -92,7 +97,9 @@
 // Before each retry, an event named "retry" is added to the span in the
 // call's context, if it is recording, with retry.attempt.number (the attempt
 // that failed), retry.wait.duration (in seconds), retry.wait.set_by and
-// error.type. No span is started: the caller's span, and those of the
+// error.type. The event marks the moment the retry was decided, so its
+// retry.wait.duration is the wait planned then ([retry.Event].Wait); the
+// histogram of the same name records the wait as it went. No span is started: the caller's span, and those of the
 // instrumented client that fn uses (otelhttp, otelgrpc), already cover each
 // attempt. For the same reason there is no TracerProvider option: the
 // events go to whichever provider made the caller's span.

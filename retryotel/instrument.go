@@ -221,7 +221,8 @@ func newObserver(c config, user func(context.Context, retry.Event)) *observer {
 		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	handle(err)
 	o.wait, err = m.Float64Histogram(waitDurationName, metric.WithUnit("s"),
-		metric.WithDescription("Time waited before each retry."),
+		metric.WithDescription("Time really waited before each retry, or until the call ended during the wait; "+
+			"not the limiter's wait before a call's first attempt."),
 		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	handle(err)
 
@@ -270,6 +271,7 @@ func (o *observer) watchBudget(c config, b interface{ Balance() float64 }) {
 
 // observe is the instrumented policy's Observe.
 func (o *observer) observe(ctx context.Context, e retry.Event) {
+	o.waited(ctx, e)
 	if e.Done {
 		o.done(ctx, e)
 	} else {
@@ -296,8 +298,9 @@ func (o *observer) attempt(ctx context.Context, e retry.Event) {
 	if !e.Retry {
 		return
 	}
+	// The span event marks the decision, with the wait planned; the
+	// histogram records the wait as it went, when it ends (see waited).
 	setBy := setByIndex(e.WaitSetBy())
-	o.wait.Record(ctx, e.Wait.Seconds(), o.setBy[setBy].record...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(retryEventName, trace.WithAttributes(
 			attemptNumberKey.Int(e.Attempt),
@@ -306,6 +309,27 @@ func (o *observer) attempt(ctx context.Context, e retry.Event) {
 			semconv.ErrorTypeKey.String(errType),
 		))
 	}
+}
+
+// waited records the wait before a retry that e's event ends: the wait
+// before its attempt, or, when Done, the wait that the end of the call cut
+// short (or that ended just before the call did). That is the time really
+// waited, which Do reports, not the wait it planned: a caller's cancel, say,
+// cuts a wait short. The Limiter's wait before a call's first attempt is
+// not a retry's wait: it counts in retry.call.duration only.
+func (o *observer) waited(ctx context.Context, e retry.Event) {
+	switch {
+	case e.Done && (e.Attempt == 0 || e.Waited == 0):
+		// No retry's wait was under way: the call ended before its first
+		// attempt, or after an attempt with no retry decided, or at the
+		// very moment a wait began, so that none of it was waited.
+		return
+	case !e.Done && e.Attempt <= 1:
+		return
+	}
+	// A retry that followed at once waited 0, and Do names no setter for
+	// a wait of 0: the backoff is what asked for none.
+	o.wait.Record(ctx, e.Waited.Seconds(), o.setBy[setByIndex(e.WaitedFor)].record...)
 }
 
 // done records the end of a call.

@@ -330,6 +330,59 @@ func TestWaitSetBy(t *testing.T) {
 	})
 }
 
+// retry.wait.duration records the time really waited: a 1 s wait that the
+// caller cuts at 400 ms counts 0.4 s. The span event, added when the retry
+// is decided, keeps the planned wait.
+func TestWaitCutShortRecordsTheTimeWaited(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tl := newTelemetry(t)
+		policy := tl.instrument(retry.Policy{Backoff: retry.Constant(time.Second)})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(400*time.Millisecond, cancel)
+		ctx, span := tl.tracer.Start(ctx, "call")
+		err := retry.Do(ctx, always(errReset), policy)
+		span.End()
+		require.ErrorIs(t, err, context.Canceled)
+
+		m := tl.collect(t)
+		assert.Equal(t, map[string]hist{"retry.wait.set_by=backoff": {Count: 1, Sum: 0.4}},
+			m.histograms(t, "retry.wait.duration"))
+		assert.Equal(t, map[string]hist{"retry.result=canceled": {Count: 1, Sum: 0.4}},
+			m.histograms(t, "retry.call.duration"))
+		events := tl.spans.Ended()[0].Events()
+		require.Len(t, events, 1)
+		assert.Contains(t, events[0].Attributes, attribute.Float64("retry.wait.duration", 1), "the planned wait")
+	})
+}
+
+// A limiter's wait before a call's first attempt is not a retry's wait: it
+// counts in retry.call.duration, not in retry.wait.duration. A limiter's
+// wait before a retry counts, cut short or not.
+func TestWaitBeforeTheFirstAttempt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tl := newTelemetry(t)
+		limiter := rate.NewLimiter(rate.Every(time.Second), 1)
+		policy := tl.instrument(retry.Policy{Backoff: retry.Constant(0), Limiter: retry.RateLimiter(limiter)})
+		require.NoError(t, retry.Do(t.Context(), failing(0, nil), policy)) // the only token, at once
+		require.NoError(t, retry.Do(t.Context(), failing(1, errReset), policy))
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel) // during the first attempt's wait for a token
+		require.ErrorIs(t, retry.Do(ctx, failing(0, nil), policy), context.Canceled)
+
+		m := tl.collect(t)
+		assert.Equal(t, map[string]hist{"retry.wait.set_by=limiter": {Count: 1, Sum: 1}},
+			m.histograms(t, "retry.wait.duration"))
+		assert.Equal(t, map[string]hist{
+			"retry.result=success_first_attempt": {Count: 1, Sum: 0},
+			"retry.result=success_after_retry":   {Count: 1, Sum: 2}, // a second for a token, another for the next
+			"retry.result=canceled":              {Count: 1, Sum: 0.5},
+		}, m.histograms(t, "retry.call.duration"))
+	})
+}
+
 // The budget's balance is an observable gauge, read at each collection.
 func TestBudgetGauge(t *testing.T) {
 	t.Parallel()
