@@ -85,12 +85,14 @@
 //   - else the Go type of the error, named as semconv.ErrorType names it
 //     ("*net.DNSError", "*tls.CertificateVerificationError"), looking
 //     through fmt.Errorf's %w, [retry.RetryAfter], *url.Error, *net.OpError,
-//     *os.SyscallError, and any error that wraps exactly one other and
-//     reads exactly as it does: the wrappers that retryhttp, retrygrpc and
-//     net/http put around an error to carry what it cannot say. So a
-//     failure has one error.type whether it came through retryhttp or
-//     through an http.Client. A type that means something of its own while
-//     reading as its cause names itself with ErrorType.
+//     *os.SyscallError, and any error of an unexported type that wraps
+//     exactly one other and reads exactly as it does: the wrappers that
+//     retryhttp, retrygrpc and net/http put around an error to carry what
+//     it cannot say. So a failure has one error.type whether it came
+//     through retryhttp or through an http.Client. An exported type keeps
+//     its name, being one a caller can match with errors.As; a type that
+//     means something of its own while reading as its cause names itself
+//     with ErrorType.
 //
 // # Traces
 //
