@@ -75,9 +75,11 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 // The returned Policy is safe for concurrent use as far as p is. A
 // first-try success costs two counter increments and two histogram records
 // and no allocation; a retry adds one of each, and allocates only for a
-// span event (the README has measured times). An error in making the
-// instruments goes to otel.Handle, as otelhttp's do, and the policy records
-// with what it could make.
+// span event, or to name an error that only its Go type names behind an
+// unexported wrapper (see the package documentation); this module's README
+// has measured times. An error in making the instruments goes to
+// otel.Handle, as otelhttp's do, and the policy records with what it could
+// make.
 func Instrument(p retry.Policy, opts ...Option) retry.Policy {
 	c := config{meters: otel.GetMeterProvider()}
 	for _, o := range opts {
