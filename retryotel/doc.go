@@ -29,21 +29,45 @@
 //     made, with retry.result.
 //   - retry.call.duration, a histogram in seconds: the time each call took,
 //     waits included, with retry.result.
-//   - retry.wait.duration, a histogram in seconds: each wait before a retry,
-//     with retry.wait.set_by: "backoff", "server" (Retry-After was longest)
-//     or "limiter" (the rate limiter made the retry wait longer).
+//   - retry.wait.duration, a histogram in seconds: the time really waited
+//     before each retry ([retry.Event].Waited), recorded when the wait
+//     ends: a wait that the caller's cancel cuts short counts what was
+//     waited, not what was planned. With retry.wait.set_by: "backoff",
+//     "server" (Retry-After was longest) or "limiter" (the Limiter made the
+//     retry wait longer); a retry that followed at once counts a wait of 0
+//     set by the backoff. The Limiter's wait before a call's first attempt
+//     is no retry's wait: it is in retry.call.duration, not here.
 //   - retry.budget.balance, an observable gauge of {token}: the tokens held
 //     by the policy's Budget, when it has a Balance() float64 method as
 //     [retry.TokenBucket] does.
 //
 // retry.result is one of "success_first_attempt", "success_after_retry", or
-// the stop reason: "exhausted" ([retry.ErrExhausted]), "not_retryable"
-// ([retry.ErrNotRetryable]), "budget_exhausted" ([retry.ErrBudgetExhausted]),
-// "server_delay" ([retry.ErrServerDelay]), "no_time_left"
-// ([retry.ErrNoTimeLeft]: the next attempt would not have started before
-// the deadline), "deadline_exceeded" (the caller's deadline passed),
-// "canceled" (the caller's context was cancelled), or "other" (input that
-// made any attempt impossible, such as a nil function).
+// the stop reason, read from the call's own reason ([retry.Event].Reason),
+// never from the state of its context as the call ends:
+//
+//   - "exhausted": no attempts were left ([retry.ErrExhausted]);
+//   - "not_retryable": the error, by its nature, would fail again
+//     ([retry.ErrNotRetryable]);
+//   - "already_retried": the error came out of an inner retry loop, which
+//     had retried it already ([retry.ErrAlreadyRetried]);
+//   - "not_idempotent": the attempt may have taken effect and the work is
+//     not declared safe to repeat ([retry.ErrNotIdempotent], or a reason
+//     that wraps it);
+//   - "unrepeatable": the error's Unrepeatable method gave a reason of its
+//     own not to repeat the attempt;
+//   - "budget_exhausted": the Budget refused the retry
+//     ([retry.ErrBudgetExhausted]);
+//   - "server_delay": the server asked for a delay above MaxRetryAfter
+//     ([retry.ErrServerDelay]);
+//   - "no_time_left": the next attempt would not have started before the
+//     deadline ([retry.ErrNoTimeLeft]);
+//   - "deadline_exceeded": the caller's deadline came, even if its
+//     context's timer had not fired yet, or the context ended with a
+//     cause that is a deadline (retryhttp's Timeout);
+//   - "canceled": the caller's context was cancelled, with or without a
+//     cause;
+//   - "other": a Limiter's error, or input that made any attempt
+//     impossible, such as a nil function.
 //
 // # error.type
 //
@@ -59,15 +83,25 @@
 //     "broken_pipe" for ECONNRESET, ECONNREFUSED, ECONNABORTED and EPIPE;
 //   - "unexpected_eof" for io.ErrUnexpectedEOF, "eof" for io.EOF;
 //   - else the Go type of the error, named as semconv.ErrorType names it
-//     ("*net.DNSError"), looking through fmt.Errorf's %w, [retry.RetryAfter],
-//     *url.Error, *net.OpError and *os.SyscallError.
+//     ("*net.DNSError", "*tls.CertificateVerificationError"), looking
+//     through fmt.Errorf's %w, [retry.RetryAfter], *url.Error, *net.OpError,
+//     *os.SyscallError, and any error of an unexported type that wraps
+//     exactly one other and reads exactly as it does: the wrappers that
+//     retryhttp, retrygrpc and net/http put around an error to carry what
+//     it cannot say. So a failure has one error.type whether it came
+//     through retryhttp or through an http.Client. An exported type keeps
+//     its name, being one a caller can match with errors.As; a type that
+//     means something of its own while reading as its cause names itself
+//     with ErrorType.
 //
 // # Traces
 //
 // Before each retry, an event named "retry" is added to the span in the
 // call's context, if it is recording, with retry.attempt.number (the attempt
 // that failed), retry.wait.duration (in seconds), retry.wait.set_by and
-// error.type. No span is started: the caller's span, and those of the
+// error.type. The event marks the moment the retry was decided, so its
+// retry.wait.duration is the wait planned then ([retry.Event].Wait); the
+// histogram of the same name records the wait as it went. No span is started: the caller's span, and those of the
 // instrumented client that fn uses (otelhttp, otelgrpc), already cover each
 // attempt. For the same reason there is no TracerProvider option: the
 // events go to whichever provider made the caller's span.

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strconv"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/seed93a044d1/retry"
 )
@@ -35,7 +37,9 @@ import (
 //   - otherwise the Go type of the error, as OpenTelemetry's
 //     semconv.ErrorType names it ("*net.DNSError", "syscall.Errno"), after
 //     unwrapping the wrappers that say nothing of the failure: fmt.Errorf's
-//     %w, retry.RetryAfter's, *url.Error, *net.OpError and *os.SyscallError.
+//     %w, retry.RetryAfter's, *url.Error, *net.OpError, *os.SyscallError,
+//     and any error of an unexported type that wraps one other and reads
+//     exactly as it does (see transparent).
 //
 // It returns "" for a nil err.
 func errorType(err error) string {
@@ -180,6 +184,8 @@ func unwrapPlain(err error) error {
 		default:
 			if t := reflect.TypeOf(err); t == fmtWrapper || t == retryWrapper {
 				next = errors.Unwrap(err)
+			} else {
+				next = transparent(err)
 			}
 		}
 		if next == nil {
@@ -190,9 +196,50 @@ func unwrapPlain(err error) error {
 	return err
 }
 
-// typeName names err's type as OpenTelemetry's semconv.ErrorType does: the
-// package path and name of a named type, else the type as Go prints it
-// ("*url.Error").
+// transparent returns the error that err wraps when err is a wrapper with
+// nothing of its own to say: its type is unexported, it wraps exactly one
+// error, and its text is that error's text. Else it returns nil.
+//
+// Integrations wrap each attempt's error in a type of their own, to answer a
+// question the error cannot (retryhttp's, whether a round trip's outcome is
+// unknown; retrygrpc's, what it knows of the gRPC call), and net/http does
+// the same inside (nothingWrittenError). Their type names how the error was
+// carried, not what failed, and the same failure must have the same
+// error.type however it reached the loop: through retryhttp, through an
+// http.Client, or bare. What such wrappers have in common, whoever wrote
+// them, is that nobody outside their package can name them (errors.As
+// cannot target them) and that they read as their cause: so no list of
+// their types, nor a method each would have to add, is needed. An exported
+// type is API that a caller matches, and keeps its name whatever its text.
+// A type that means something of its own while reading as its cause names
+// itself with an ErrorType method, which comes first.
+//
+// Comparing the texts calls Error twice, which may allocate; the rule is
+// reached only for an unexported wrapper around a failure that none of the
+// short names covers, such as a TLS or DNS error, which the default
+// classifier does not retry.
+func transparent(err error) error {
+	u, ok := err.(interface{ Unwrap() error })
+	if !ok || exported(reflect.TypeOf(err)) {
+		return nil
+	}
+	next := u.Unwrap()
+	if next == nil || isNilPointer(next) || next.Error() != err.Error() {
+		return nil
+	}
+	return next
+}
+
+// exported reports whether t, or the type t points to, is a named type that
+// other packages can name.
+func exported(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	r, _ := utf8.DecodeRuneInString(t.Name())
+	return unicode.IsUpper(r)
+}
+
 // isNilPointer reports whether err is a nil pointer returned as an error,
 // such as a (*url.Error)(nil): its methods would panic.
 func isNilPointer(err error) bool {
@@ -200,6 +247,9 @@ func isNilPointer(err error) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
+// typeName names err's type as OpenTelemetry's semconv.ErrorType does: the
+// package path and name of a named type, else the type as Go prints it
+// ("*url.Error").
 func typeName(err error) string {
 	t := reflect.TypeOf(err)
 	if pkg, name := t.PkgPath(), t.Name(); pkg != "" && name != "" {

@@ -2,6 +2,8 @@ package retryotel
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"sync"
 
 	"go.opentelemetry.io/otel"
@@ -73,9 +75,11 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 // The returned Policy is safe for concurrent use as far as p is. A
 // first-try success costs two counter increments and two histogram records
 // and no allocation; a retry adds one of each, and allocates only for a
-// span event (the README has measured times). An error in making the
-// instruments goes to otel.Handle, as otelhttp's do, and the policy records
-// with what it could make.
+// span event, or to name an error that only its Go type names behind an
+// unexported wrapper (see the package documentation); this module's README
+// has measured times. An error in making the instruments goes to
+// otel.Handle, as otelhttp's do, and the policy records with what it could
+// make.
 func Instrument(p retry.Policy, opts ...Option) retry.Policy {
 	c := config{meters: otel.GetMeterProvider()}
 	for _, o := range opts {
@@ -126,6 +130,9 @@ const (
 	resultSuccessRetried
 	resultExhausted
 	resultNotRetryable
+	resultAlreadyRetried
+	resultNotIdempotent
+	resultUnrepeatable
 	resultBudget
 	resultServerDelay
 	resultNoTimeLeft
@@ -140,6 +147,9 @@ var resultNames = [numResults]string{
 	"success_after_retry",
 	"exhausted",
 	"not_retryable",
+	"already_retried",
+	"not_idempotent",
+	"unrepeatable",
 	"budget_exhausted",
 	"server_delay",
 	"no_time_left",
@@ -213,7 +223,8 @@ func newObserver(c config, user func(context.Context, retry.Event)) *observer {
 		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	handle(err)
 	o.wait, err = m.Float64Histogram(waitDurationName, metric.WithUnit("s"),
-		metric.WithDescription("Time waited before each retry."),
+		metric.WithDescription("Time really waited before each retry, or until the call ended during the wait; "+
+			"not the limiter's wait before a call's first attempt."),
 		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	handle(err)
 
@@ -262,6 +273,7 @@ func (o *observer) watchBudget(c config, b interface{ Balance() float64 }) {
 
 // observe is the instrumented policy's Observe.
 func (o *observer) observe(ctx context.Context, e retry.Event) {
+	o.waited(ctx, e)
 	if e.Done {
 		o.done(ctx, e)
 	} else {
@@ -288,8 +300,9 @@ func (o *observer) attempt(ctx context.Context, e retry.Event) {
 	if !e.Retry {
 		return
 	}
+	// The span event marks the decision, with the wait planned; the
+	// histogram records the wait as it went, when it ends (see waited).
 	setBy := setByIndex(e.WaitSetBy())
-	o.wait.Record(ctx, e.Wait.Seconds(), o.setBy[setBy].record...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(retryEventName, trace.WithAttributes(
 			attemptNumberKey.Int(e.Attempt),
@@ -298,6 +311,27 @@ func (o *observer) attempt(ctx context.Context, e retry.Event) {
 			semconv.ErrorTypeKey.String(errType),
 		))
 	}
+}
+
+// waited records the wait before a retry that e's event ends: the wait
+// before its attempt, or, when Done, the wait that the end of the call cut
+// short (or that ended just before the call did). That is the time really
+// waited, which Do reports, not the wait it planned: a caller's cancel, say,
+// cuts a wait short. The Limiter's wait before a call's first attempt is
+// not a retry's wait: it counts in retry.call.duration only.
+func (o *observer) waited(ctx context.Context, e retry.Event) {
+	switch {
+	case e.Done && (e.Attempt == 0 || e.Waited == 0):
+		// No retry's wait was under way: the call ended before its first
+		// attempt, or after an attempt with no retry decided, or at the
+		// very moment a wait began, so that none of it was waited.
+		return
+	case !e.Done && e.Attempt <= 1:
+		return
+	}
+	// A retry that followed at once waited 0, and Do names no setter for
+	// a wait of 0: the backoff is what asked for none.
+	o.wait.Record(ctx, e.Waited.Seconds(), o.setBy[setByIndex(e.WaitedFor)].record...)
 }
 
 // done records the end of a call.
@@ -350,7 +384,10 @@ func (o *observer) failed(f failure) options {
 	return opts
 }
 
-// result says how the call that e ends went, as a retry.result index.
+// result says how the call that e ends went, as a retry.result index. It
+// reads the call's own reason, never the state of ctx at the moment of the
+// event: Do stops as soon as the deadline has come, which may be before the
+// context's timer has fired and while ctx.Err() is still nil.
 func result(ctx context.Context, e retry.Event) int {
 	switch e.Reason {
 	case nil:
@@ -361,26 +398,87 @@ func result(ctx context.Context, e retry.Event) int {
 			return resultSuccessRetried
 		}
 		return resultSuccessFirst
+	// The sentinels are pointers or comparable values: == cannot panic.
 	case retry.ErrExhausted:
 		return resultExhausted
 	case retry.ErrNotRetryable:
 		return resultNotRetryable
+	case retry.ErrAlreadyRetried:
+		return resultAlreadyRetried
+	case retry.ErrNotIdempotent:
+		return resultNotIdempotent
 	case retry.ErrBudgetExhausted:
 		return resultBudget
 	case retry.ErrServerDelay:
 		return resultServerDelay
 	case retry.ErrNoTimeLeft:
 		return resultNoTimeLeft
-	}
-	// Otherwise the Reason is the context's cause, which may be any error
-	// (context.WithCancelCause): the context's own error says which.
-	switch ctx.Err() {
 	case context.DeadlineExceeded:
-		return resultDeadline
+		return resultDeadline // the caller's deadline, its cause not set or not yet known
 	case context.Canceled:
 		return resultCanceled
 	}
-	return resultOther
+	// A cause of the caller's own (context.WithCancelCause,
+	// WithDeadlineCause, retryhttp's Timeout): a context has a cause only
+	// once it has ended, so its Err is settled by now. A cause that says
+	// it is a deadline is one, whichever way its context was ended.
+	if cause := context.Cause(ctx); same(cause, e.Reason) {
+		switch {
+		case errors.Is(cause, context.DeadlineExceeded):
+			return resultDeadline
+		case errors.Is(cause, context.Canceled):
+			return resultCanceled
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return resultDeadline
+		}
+		return resultCanceled
+	}
+	// A reason that the last error's Unrepeatable method gave.
+	if re, ok := e.Err.(*retry.Error); ok && same(refusal(re.Last, 0), e.Reason) {
+		if errors.Is(e.Reason, retry.ErrNotIdempotent) {
+			return resultNotIdempotent
+		}
+		return resultUnrepeatable
+	}
+	return resultOther // a Limiter's error, or input that made any attempt impossible
+}
+
+// refusal returns what the Unrepeatable method of the outermost error in
+// err's tree that has one with an objection returns, as the retry loop
+// finds it; nil if none objects.
+func refusal(err error, depth int) error {
+	if err == nil || depth > maxDepth || isNilPointer(err) {
+		return nil
+	}
+	if u, ok := err.(interface{ Unrepeatable() error }); ok {
+		if r := u.Unrepeatable(); r != nil {
+			return r
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return refusal(u.Unwrap(), depth+1)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if r := refusal(e, depth+1); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// same reports whether a and b are the same error. Errors of a type that ==
+// cannot compare (a struct holding a slice, say), on which == would panic,
+// are the same if they hold the same.
+func same(a, b error) bool {
+	if a == nil || b == nil || reflect.TypeOf(a) != reflect.TypeOf(b) {
+		return false
+	}
+	if reflect.ValueOf(a).Comparable() {
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // callErrorType is the error.type of a failed call: its last attempt's, or,

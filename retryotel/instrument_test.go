@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -140,6 +142,101 @@ func TestStopReasons(t *testing.T) {
 			attempts: 0,
 		},
 		{
+			name: "already retried by an inner loop",
+			fn: func(ctx context.Context) error {
+				return retry.Do(ctx, always(errReset), retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0)})
+			},
+			reason:   retry.ErrAlreadyRetried,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=already_retried",
+			attempts: 1,
+		},
+		{
+			name:     "not idempotent",
+			fn:       always(unrepeatable{retry.ErrNotIdempotent}),
+			reason:   retry.ErrNotIdempotent,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=not_idempotent",
+			attempts: 1,
+		},
+		{
+			name:     "not idempotent, said with more words",
+			fn:       always(unrepeatable{fmt.Errorf("charge: %w", retry.ErrNotIdempotent)}),
+			reason:   retry.ErrNotIdempotent,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=not_idempotent",
+			attempts: 1,
+		},
+		{
+			name:     "unrepeatable for a reason of the error's own",
+			fn:       always(unrepeatable{errMayHaveCharged}),
+			reason:   errMayHaveCharged,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=unrepeatable",
+			attempts: 1,
+		},
+		{
+			name:   "canceled with a cause",
+			policy: retry.Policy{Backoff: retry.Constant(time.Second)},
+			fn:     always(errReset),
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(ctx)
+				time.AfterFunc(500*time.Millisecond, func() { cancel(errShutdown) })
+				return ctx, func() { cancel(nil) }
+			},
+			reason:   errShutdown,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=canceled",
+			attempts: 1,
+		},
+		{
+			name:   "canceled with a cause that == cannot compare",
+			policy: retry.Policy{Backoff: retry.Constant(time.Second)},
+			fn:     always(errReset),
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(ctx)
+				time.AfterFunc(500*time.Millisecond, func() { cancel(causes{errShutdown, errTooSlow}) })
+				return ctx, func() { cancel(nil) }
+			},
+			reason:   errShutdown,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=canceled",
+			attempts: 1,
+		},
+		{
+			name:   "deadline exceeded with a cause",
+			policy: retry.Policy{Backoff: retry.Constant(0)},
+			fn: func(ctx context.Context) error {
+				<-ctx.Done()
+				return ctx.Err()
+			},
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeoutCause(ctx, time.Second, errTooSlow)
+			},
+			reason:   errTooSlow,
+			want:     "error.type=timeout,retry.outcome_unknown=true,retry.result=deadline_exceeded",
+			attempts: 1,
+		},
+		{
+			// The deadline has come, the context's timer has not fired:
+			// the call's reason says so, its context does not yet.
+			name: "deadline passed, its timer not fired",
+			fn: func(context.Context) error {
+				time.Sleep(time.Second)
+				return errReset
+			},
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return stalledDeadline{ctx, time.Now().Add(time.Second)}, func() {}
+			},
+			reason:   context.DeadlineExceeded,
+			want:     "error.type=connection_reset,retry.outcome_unknown=true,retry.result=deadline_exceeded",
+			attempts: 1,
+		},
+		{
+			name: "deadline passed before the first attempt, its timer not fired",
+			fn:   always(nil),
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return stalledDeadline{ctx, time.Now()}, func() {}
+			},
+			reason:   context.DeadlineExceeded,
+			want:     "error.type=timeout,retry.outcome_unknown=false,retry.result=deadline_exceeded",
+			attempts: 0,
+		},
+		{
 			name:     "nil function",
 			reason:   nil, // an error that says so, not a sentinel
 			want:     "error.type=*errors.errorString,retry.outcome_unknown=false,retry.result=other",
@@ -176,6 +273,36 @@ func TestStopReasons(t *testing.T) {
 	}
 }
 
+var (
+	errMayHaveCharged = errors.New("ledger: the card may have been charged")
+	errShutdown       = errors.New("server shutting down")
+	errTooSlow        = errors.New("the request took too long")
+)
+
+// unrepeatable is a connection reset, worth another attempt by its nature,
+// that says its attempt must not be repeated, and why.
+type unrepeatable struct{ reason error }
+
+func (e unrepeatable) Error() string       { return "charge: " + errReset.Error() }
+func (e unrepeatable) Unwrap() error       { return errReset }
+func (e unrepeatable) Unrepeatable() error { return e.reason }
+
+// causes is an error that == cannot compare: comparing two would panic.
+type causes []error
+
+func (c causes) Error() string   { return errors.Join(c...).Error() }
+func (c causes) Unwrap() []error { return c }
+
+// stalledDeadline is a context whose deadline has come while its Err is
+// still nil, as a context.WithDeadline's is between its deadline and the
+// moment its timer's goroutine gets to run.
+type stalledDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c stalledDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // The wait histogram says what set each wait: the backoff, the server's
 // Retry-After, or the limiter.
 func TestWaitSetBy(t *testing.T) {
@@ -200,6 +327,59 @@ func TestWaitSetBy(t *testing.T) {
 			"retry.wait.set_by=limiter": {Count: 1, Sum: 1},
 			"retry.wait.set_by=backoff": {Count: 2, Sum: 0.5},
 		}, tl.collect(t).histograms(t, "retry.wait.duration"))
+	})
+}
+
+// retry.wait.duration records the time really waited: a 1 s wait that the
+// caller cuts at 400 ms counts 0.4 s. The span event, added when the retry
+// is decided, keeps the planned wait.
+func TestWaitCutShortRecordsTheTimeWaited(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tl := newTelemetry(t)
+		policy := tl.instrument(retry.Policy{Backoff: retry.Constant(time.Second)})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(400*time.Millisecond, cancel)
+		ctx, span := tl.tracer.Start(ctx, "call")
+		err := retry.Do(ctx, always(errReset), policy)
+		span.End()
+		require.ErrorIs(t, err, context.Canceled)
+
+		m := tl.collect(t)
+		assert.Equal(t, map[string]hist{"retry.wait.set_by=backoff": {Count: 1, Sum: 0.4}},
+			m.histograms(t, "retry.wait.duration"))
+		assert.Equal(t, map[string]hist{"retry.result=canceled": {Count: 1, Sum: 0.4}},
+			m.histograms(t, "retry.call.duration"))
+		events := tl.spans.Ended()[0].Events()
+		require.Len(t, events, 1)
+		assert.Contains(t, events[0].Attributes, attribute.Float64("retry.wait.duration", 1), "the planned wait")
+	})
+}
+
+// A limiter's wait before a call's first attempt is not a retry's wait: it
+// counts in retry.call.duration, not in retry.wait.duration. A limiter's
+// wait before a retry counts, cut short or not.
+func TestWaitBeforeTheFirstAttempt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tl := newTelemetry(t)
+		limiter := rate.NewLimiter(rate.Every(time.Second), 1)
+		policy := tl.instrument(retry.Policy{Backoff: retry.Constant(0), Limiter: retry.RateLimiter(limiter)})
+		require.NoError(t, retry.Do(t.Context(), failing(0, nil), policy)) // the only token, at once
+		require.NoError(t, retry.Do(t.Context(), failing(1, errReset), policy))
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel) // during the first attempt's wait for a token
+		require.ErrorIs(t, retry.Do(ctx, failing(0, nil), policy), context.Canceled)
+
+		m := tl.collect(t)
+		assert.Equal(t, map[string]hist{"retry.wait.set_by=limiter": {Count: 1, Sum: 1}},
+			m.histograms(t, "retry.wait.duration"))
+		assert.Equal(t, map[string]hist{
+			"retry.result=success_first_attempt": {Count: 1, Sum: 0},
+			"retry.result=success_after_retry":   {Count: 1, Sum: 2}, // a second for a token, another for the next
+			"retry.result=canceled":              {Count: 1, Sum: 0.5},
+		}, m.histograms(t, "retry.call.duration"))
 	})
 }
 
@@ -371,4 +551,73 @@ func TestManyErrorTypes(t *testing.T) {
 			assert.Equal(t, int64(2), attempts[fmt.Sprintf("error.type=e%d,retry.attempt.kind=original", i)], "e%d", i)
 		}
 	})
+}
+
+// On a real clock, a call whose attempt runs until the caller's deadline (a
+// read on a socket whose deadline fn set from ctx.Deadline(), as database
+// and RPC clients do) stops as the deadline comes, usually before the
+// context's timer has fired: every such call is a deadline_exceeded, none
+// an "other".
+func TestDeadlineStopsOnARealClock(t *testing.T) {
+	t.Parallel()
+	// A server that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+
+	tl := newTelemetry(t)
+	policy := tl.instrument(retry.Policy{})
+	const goroutines, calls = 4, 50
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		go func() {
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			var wrong error
+			for range calls {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+				err := retry.Do(ctx, func(ctx context.Context) error {
+					d, _ := ctx.Deadline()
+					if err := conn.SetReadDeadline(d); err != nil {
+						return err
+					}
+					_, err := conn.Read(make([]byte, 1))
+					return err
+				}, policy)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					wrong = errors.Join(wrong, fmt.Errorf("got %v, want a deadline", err))
+				}
+			}
+			errs <- wrong
+		}()
+	}
+	for range goroutines {
+		require.NoError(t, <-errs)
+	}
+
+	results := map[string]int64{}
+	for k, n := range tl.collect(t).sums(t, "retry.calls") {
+		results[k[strings.Index(k, "retry.result="):]] += n
+	}
+	assert.Equal(t, map[string]int64{"retry.result=deadline_exceeded": goroutines * calls}, results)
 }
