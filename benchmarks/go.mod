@@ -6,7 +6,7 @@ require (
 	github.com/avast/retry-go/v4 v4.7.0
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/failsafe-go/failsafe-go v0.9.8
-	github.com/seed93a044d1/retry v0.0.0
+	github.com/seed93a044d1/retry v0.1.0
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/stretchr/testify v1.11.1
 )
@@ -17,7 +17,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/kr/text v0.2.0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/seed93a044d1/retry/retrygrpc v0.0.0
+	github.com/seed93a044d1/retry/retrygrpc v0.1.0
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

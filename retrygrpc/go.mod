@@ -3,7 +3,7 @@ module github.com/seed93a044d1/retry/retrygrpc
 go 1.26.0
 
 require (
-	github.com/seed93a044d1/retry v0.0.0
+	github.com/seed93a044d1/retry v0.1.0
 	github.com/stretchr/testify v1.11.1
 	golang.org/x/time v0.15.0
 	google.golang.org/grpc v1.85.0

@@ -3,7 +3,7 @@ module github.com/seed93a044d1/retry/retryotel
 go 1.26.0
 
 require (
-	github.com/seed93a044d1/retry v0.0.0
+	github.com/seed93a044d1/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

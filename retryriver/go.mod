@@ -10,7 +10,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/riverqueue/river/rivertype v0.51.2
-	github.com/seed93a044d1/retry v0.0.0-00010101000000-000000000000
+	github.com/seed93a044d1/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.62.0

@@ -30,9 +30,8 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 	fmt.Fprintf(stdout, "  %d requests per clock second and answers 429 above that, with Retry-After: 1 (the time until its next\n", given.Capacity)
 	fmt.Fprintf(stdout, "  clock second, rounded up to whole seconds). %.0f%% of served replies are lost: the worker times out and\n", 100*given.LostReplies)
 	fmt.Fprintf(stdout, "  retries with the same idempotency key, which the provider answers 200 without sending twice.\n")
-	fmt.Fprintf(stdout, "Policy as given: MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} (full jitter), AttemptTimeout 2s,\n")
-	fmt.Fprintf(stdout, "  rate.NewLimiter(200, 20) for every attempt. A scheduler stores each job's next attempt time from retry.Next\n")
-	fmt.Fprintf(stdout, "  instead of sleeping on it; a job that comes due takes a limiter token and goes out after the token's delay.\n")
+	writeWrapped(stdout, "Policy as given: ", policyAsGiven+". A scheduler stores each job's next attempt time from retry.Next "+
+		"instead of sleeping on it; a job that comes due takes a limiter token and goes out after the token's delay.", 114)
 	fmt.Fprintf(stdout, "Variants, each the policy as given with one thing changed:\n")
 	width := 0
 	for _, v := range variants[1:] {
@@ -60,6 +59,7 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 			down = "provider down: 503 + Retry-After"
 		}
 		ch := drillChart(r, v.Capacity, sim.LimitOf(v.Policy.Limiter), down, lessons[r.Name])
+		ch.Note = drillNote(v)
 		name := filepath.Join(c.out, "drill-"+slug(r.Name)+".svg")
 		if err := ch.WriteFile(name); err != nil {
 			return nil, err
@@ -67,6 +67,27 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 		files = append(files, name)
 	}
 	return files, nil
+}
+
+// policyAsGiven is the drill's policy under test, which each variant
+// changes in one thing; DrillVariants builds it.
+const policyAsGiven = "MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} (full jitter), AttemptTimeout 2s, " +
+	"rate.NewLimiter(200, 20) for every attempt"
+
+// drillNote is what a drill chart says at its foot so that it stands alone:
+// what "as given" is, what this variant changes, and the provider's model.
+// (The legend says when a dead letter is counted.)
+func drillNote(v sim.DrillConfig) string {
+	variant := "This chart is the policy as given."
+	if v.Name != sim.DrillNames.AsGiven {
+		variant = fmt.Sprintf("This variant changes one thing: %s.", v.Change)
+	}
+	down := fmt.Sprintf("silent for the first %g s (each attempt times out)", v.Outage.Seconds())
+	if v.DownRetryAfter {
+		down = fmt.Sprintf("down for the first %g s", v.Outage.Seconds())
+	}
+	return fmt.Sprintf("\"As given\" is the policy under test: %s. %s The provider is %s, then serves %d requests "+
+		"a second and answers 429 above that; %s jobs are queued at 0 s.", policyAsGiven, variant, down, v.Capacity, count(v.Jobs))
 }
 
 // writeOutcomeTable prints what became of the jobs, one row per result.
@@ -130,6 +151,11 @@ func writeDrillNotes(w io.Writer, results []sim.DrillResult) {
 	}
 }
 
+// deadSeries names the dead letters on a drill chart, each counted in the
+// second of its last attempt (sim.DrillResult.DeadTimes), so that a
+// second's dead letters are some of its attempts.
+const deadSeries = "dead-lettered (at last attempt)"
+
 // Chart colours: Okabe and Ito's colour-blind-safe palette.
 const (
 	colorAttempts  = "#0072B2"
@@ -153,7 +179,7 @@ func drillChart(r sim.DrillResult, capacity int, limit float64, down, lesson str
 	for _, s := range []svg.Series{
 		steps("delivered", colorDelivered, true, sim.PerSecond(r.Times(sim.Sent, sim.Duplicate), until)),
 		steps("429 Too Many Requests", colorThrottled, false, sim.PerSecond(r.Times(sim.Throttled), until)),
-		steps("dead-lettered", colorDead, true, sim.PerSecond(r.DeadTimes(), until)),
+		steps(deadSeries, colorDead, true, sim.PerSecond(r.DeadTimes(), until)),
 		steps("waits set by Retry-After", colorServer, true, sim.PerSecond(r.ServerWaits, until)),
 	} {
 		if slicesMax(s.Y) > 0 {

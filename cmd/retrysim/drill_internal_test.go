@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
+	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/internal/sim"
 	"github.com/seed93a044d1/retry/internal/svg"
 )
@@ -71,7 +73,7 @@ func TestDrillChartsCountAsTheTable(t *testing.T) {
 				"attempts":                 r.Summary.Attempts,
 				"delivered":                r.Summary.Delivered,
 				"429 Too Many Requests":    r.Count(sim.Throttled),
-				"dead-lettered":            r.Summary.DeadLettered,
+				deadSeries:                 r.Summary.DeadLettered,
 				"waits set by Retry-After": len(r.ServerWaits),
 			}
 			for name, total := range want {
@@ -93,6 +95,11 @@ func TestDrillChartsCountAsTheTable(t *testing.T) {
 					peak = max(peak, s.Y[j])
 				}
 				assert.Equal(t, float64(total), sum, "%s, %s: the steps add up to the table's total", r.Name, name)
+				if attempts, ok := series(ch, "attempts"); ok && name == deadSeries {
+					for j := range s.Y {
+						assert.LessOrEqual(t, s.Y[j], attempts.Y[j], "%s: no second has more dead letters than attempts", r.Name)
+					}
+				}
 				if name == "attempts" {
 					assert.Equal(t, float64(r.Summary.PeakPerSecond), peak, "%s: the chart's peak is the table's", r.Name)
 				}
@@ -108,6 +115,36 @@ func TestDrillChartsCountAsTheTable(t *testing.T) {
 			require.Len(t, ch.Bands, 1)
 			assert.Equal(t, v.Outage.Seconds(), ch.Bands[0].X1, "the outage is marked")
 		}
+	}
+}
+
+// Each drill chart says at its foot what "as given" is and what its variant
+// changes, so that it stands without the README.
+func TestDrillNoteDefinesAsGiven(t *testing.T) {
+	t.Parallel()
+	variants := sim.DrillVariants(1)
+	given := variants[0]
+	require.Equal(t, sim.DrillNames.AsGiven, given.Name)
+	// The words describe the policy that runs.
+	p := given.Policy
+	assert.Equal(t, 5, p.MaxAttempts)
+	assert.Equal(t, retry.Exponential{Base: 500 * time.Millisecond, Cap: 30 * time.Second}, p.Backoff)
+	assert.Equal(t, 2*time.Second, p.AttemptTimeout)
+	require.NotNil(t, p.Limiter)
+	lim, ok := p.Limiter.(*sim.VirtualLimiter)
+	require.True(t, ok)
+	assert.Equal(t, rate.Limit(200), lim.Limit())
+	assert.Equal(t, 20, lim.Burst())
+	assert.Equal(t, "MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} (full jitter), AttemptTimeout 2s, rate.NewLimiter(200, 20) for every attempt", policyAsGiven)
+	for _, v := range variants {
+		note := drillNote(v)
+		assert.Contains(t, note, `"As given" is the policy under test: `+policyAsGiven+".", v.Name)
+		if v.Name == sim.DrillNames.AsGiven {
+			assert.Contains(t, note, "This chart is the policy as given.")
+		} else {
+			assert.Contains(t, note, "This variant changes one thing: "+v.Change+".", v.Name)
+		}
+		assert.Contains(t, note, "serves 300 requests a second")
 	}
 }
 

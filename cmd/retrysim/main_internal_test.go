@@ -51,6 +51,7 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 		"OUTAGE DRILL: 2,000 notification jobs", "as given", "no jitter", "no limiter", "10% budget", "no limiter, 503 + Retry-After",
 		"What became of the jobs", "What the provider saw", "retries/delivery", "Retry-After waits",
 		"peak attempts/s", "peak once back", "p99 latency", "What each variant shows:",
+		"What the contention study shows:", "  load: ", "  time: ", "  in short: ",
 		"Charts (8 SVG files) written to " + dir,
 	} {
 		assert.Contains(t, out, want)
@@ -71,6 +72,11 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 	}
 	calls, err := os.ReadFile(filepath.Join(dir, "contention-calls.svg"))
 	require.NoError(t, err)
+	times, err := os.ReadFile(filepath.Join(dir, "contention-time.svg"))
+	require.NoError(t, err)
+	for _, chart := range [][]byte{calls, times} {
+		assert.Contains(t, string(chart), "has no capacity limit", "each contention chart says what its model leaves out")
+	}
 	for _, s := range []string{"exponential", "full jitter", "equal jitter", "decorrelated", "no backoff", "published (600 ep.)"} {
 		assert.Contains(t, string(calls), `data-name="`+s+`"`)
 	}

@@ -250,11 +250,14 @@ type Attempt struct {
 
 // DeadLetter is a job that was given up on.
 type DeadLetter struct {
-	Job      int
-	At       time.Duration
-	Attempts int
-	Reason   error // retry.ErrExhausted, retry.ErrBudgetExhausted, ...
-	Last     error // the last attempt's error
+	Job int
+	At  time.Duration // when it was given up on: its last attempt's answer, or timeout
+	// LastAttempt is when its last attempt reached the provider (At for a
+	// job that made none).
+	LastAttempt time.Duration
+	Attempts    int
+	Reason      error // retry.ErrExhausted, retry.ErrBudgetExhausted, ...
+	Last        error // the last attempt's error
 }
 
 // DrillResult is the outcome of one run of the drill.
@@ -321,11 +324,14 @@ func (r *DrillResult) Times(results ...AttemptResult) []time.Duration {
 	return out
 }
 
-// DeadTimes returns the times the jobs were dead-lettered.
+// DeadTimes returns, for each dead-lettered job, the time its last attempt
+// reached the provider, not the later time it was given up on (after that
+// attempt's timeout, say): counted so, per second, the dead letters of a
+// second are some of that second's attempts, never more than them.
 func (r *DrillResult) DeadTimes() []time.Duration {
 	out := make([]time.Duration, len(r.DeadLetters))
 	for i, d := range r.DeadLetters {
-		out[i] = d.At
+		out[i] = d.LastAttempt
 	}
 	return out
 }
@@ -388,6 +394,7 @@ func RunDrill(c DrillConfig) DrillResult {
 	var (
 		q         Queue[drillEvent]
 		attempts  = make([]int, c.Jobs)
+		lastSent  = make([]time.Duration, c.Jobs) // when each job's last attempt reached the provider
 		prev      = make([]time.Duration, c.Jobs)
 		keys      = make([]bool, c.Jobs) // the provider's idempotency-key store
 		latencies = make([]time.Duration, 0, c.Jobs)
@@ -400,7 +407,11 @@ func RunDrill(c DrillConfig) DrillResult {
 		lost = 0 // a lost reply with no timeout would hang the job for ever
 	}
 	deadLetter := func(job int, now time.Duration, reason, last error) {
-		res.DeadLetters = append(res.DeadLetters, DeadLetter{Job: job, At: now, Attempts: attempts[job], Reason: reason, Last: last})
+		sent := now
+		if attempts[job] > 0 {
+			sent = lastSent[job]
+		}
+		res.DeadLetters = append(res.DeadLetters, DeadLetter{Job: job, At: now, LastAttempt: sent, Attempts: attempts[job], Reason: reason, Last: last})
 		finished = now
 	}
 	// provider decides the fate of an attempt that reaches it at now.
@@ -467,6 +478,7 @@ func RunDrill(c DrillConfig) DrillResult {
 			if attempts[job] == 1 && p.Budget != nil {
 				p.Budget.Deposit(t)
 			}
+			lastSent[job] = now
 			r, err := provider(now, job)
 			res.Attempts = append(res.Attempts, Attempt{At: now, Job: job, N: attempts[job], Result: r})
 			var after time.Duration

@@ -159,6 +159,36 @@ func TestDrillDeadLetterReasons(t *testing.T) {
 	}
 }
 
+// A dead letter's LastAttempt is when its job's last attempt reached the
+// provider, at or before the time it was given up on; so, counted by
+// DeadTimes in clock seconds, no second has more dead letters than
+// attempts.
+func TestDrillDeadLettersAtTheirLastAttempt(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"no limiter", "10% budget", "no limiter, 503 + Retry-After"} {
+		r := drill(t, name)
+		last := map[int]time.Duration{}
+		for _, a := range r.Attempts {
+			last[a.Job] = a.At
+		}
+		require.NotEmpty(t, r.DeadLetters, name)
+		for _, d := range r.DeadLetters {
+			// Plain comparisons: thousands of testify calls on a map are slow.
+			if at, ok := last[d.Job]; !ok || d.LastAttempt != at || d.LastAttempt > d.At {
+				t.Errorf("%s: job %d: LastAttempt %v, At %v; its last attempt at %v (%v)", name, d.Job, d.LastAttempt, d.At, at, ok)
+			}
+		}
+		until := r.Summary.Drain
+		attempts, dead := sim.PerSecond(r.Times(), until), sim.PerSecond(r.DeadTimes(), until)
+		require.Len(t, dead, len(attempts))
+		for k := range dead {
+			if dead[k] > attempts[k] {
+				t.Errorf("%s: second %d: %d dead letters, %d attempts", name, k, dead[k], attempts[k])
+			}
+		}
+	}
+}
+
 // TestDrillProviderModel checks the provider's side: nothing served while
 // down (silent, or 503 in the variant that says so), no more than the
 // capacity served in any one-second window after.

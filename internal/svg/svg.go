@@ -64,7 +64,13 @@ type Chart struct {
 	Title, XLabel, YLabel string
 	// Subtitle is drawn under the title, wrapped to the chart's width: the
 	// chart's point in words.
-	Subtitle      string
+	Subtitle string
+	// Note is drawn at the foot of the chart, under the x axis's label,
+	// wrapped to the chart's width and in smaller type: what a reader needs
+	// to read the chart right (what a name on it means, what the model
+	// leaves out), so that the chart stands without the text around it.
+	// The plot gives up the height it takes.
+	Note          string
 	Width, Height int // in pixels; 0 means 800 and 450
 	Series        []Series
 	Bands         []Band
@@ -90,7 +96,9 @@ const (
 	marginTop      = 46
 	marginBottom   = 58
 	subtitleHeight = 17  // per line of the subtitle
+	noteHeight     = 15  // per line of the note
 	charWidth      = 7.5 // a generous average width of a character at 13px
+	noteCharWidth  = 6.9 // the same at the note's 12px
 )
 
 // WriteFile writes the chart to the named file.
@@ -122,10 +130,14 @@ func (c Chart) Write(w io.Writer) error {
 		height = 450
 	}
 	subtitle := wrap(c.Subtitle, int((float64(width)-marginLeft-12)/charWidth))
+	note := wrap(c.Note, int((float64(width)-marginLeft-12)/noteCharWidth))
 	p := plot{
 		left: marginLeft, top: marginTop + float64(subtitleHeight*len(subtitle)),
 		right:  float64(width) - c.legendWidth(),
-		bottom: float64(height - marginBottom),
+		bottom: float64(height - marginBottom - noteHeight*len(note)),
+	}
+	if len(note) > 0 {
+		p.bottom -= 6 // a gap between the x axis's label and the note
 	}
 	p.x = c.xAxis()
 	p.y = c.yAxis()
@@ -148,6 +160,10 @@ func (c Chart) Write(w io.Writer) error {
 	c.writeSeries(b, &p)
 	c.writeLabels(b, &p)
 	c.writeLegend(b, &p)
+	for i, line := range note {
+		b.printf(`<text class="note" x="%d" y="%s" font-size="12" fill="#444444">%s</text>`+"\n",
+			marginLeft, num(p.bottom+64+float64(noteHeight*i)), esc(line))
+	}
 	b.printf("</svg>\n")
 	if b.err != nil {
 		return b.err

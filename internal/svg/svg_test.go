@@ -279,6 +279,34 @@ func TestWriteSubtitleWrapsAndMovesThePlotDown(t *testing.T) {
 	assert.Empty(t, decode(t, write(t, plain)).find(withClass("subtitle")))
 }
 
+func TestWriteNoteAtTheFootTakesItsHeightFromThePlot(t *testing.T) {
+	t.Parallel()
+	plain := sample()
+	c := sample()
+	c.Note = strings.Repeat("as given: the policy under test ", 8) // 256 characters
+	root := decode(t, write(t, c))
+	lines := root.find(withClass("note"))
+	require.Len(t, lines, 3, "256 characters at about 104 a line")
+	var words []string
+	last := 0.0
+	for _, l := range lines {
+		assert.LessOrEqual(t, len(l.text), 104)
+		words = append(words, strings.Fields(l.text)...)
+		y, err := strconv.ParseFloat(l.attrs["y"], 64)
+		require.NoError(t, err)
+		assert.Greater(t, y, last, "lines in order, downwards")
+		assert.LessOrEqual(t, y, 450.0-8, "inside the chart")
+		last = y
+	}
+	assert.Equal(t, strings.Fields(c.Note), words, "every word, in order")
+	// The plot ends above the note: the lowest point moves up.
+	bottom := func(c svg.Chart) float64 {
+		return points(t, decode(t, write(t, c)).find(withClass("series"))[1])[0][1]
+	}
+	assert.Less(t, bottom(c), bottom(plain))
+	assert.Empty(t, decode(t, write(t, plain)).find(withClass("note")))
+}
+
 func TestWriteHeadroom(t *testing.T) {
 	t.Parallel()
 	c := sample() // y data and rules up to 300
