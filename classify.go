@@ -114,7 +114,9 @@ func Classifiers(cs ...Classifier) Classifier {
 //   - a database error with a SQLState() string method (pgx's
 //     *pgconn.PgError, lib/pq's *pq.Error): serialization failure 40001 and
 //     deadlock 40P01: Retry (the database rolled the transaction back, so
-//     the unit to retry is the whole transaction, from BEGIN); connection
+//     the unit to retry is the whole transaction, from BEGIN);
+//     statement_completion_unknown 40003 (CockroachDB's ambiguous commit):
+//     Retry, with its outcome unknown; connection
 //     exceptions (class 08), too_many_connections 53300 and the shutdown
 //     codes 57P01, 57P02 and 57P03: Retry; query_canceled 57014: Retry
 //     (a statement_timeout is the database's own attempt timeout, retried
@@ -192,7 +194,7 @@ func statusDecision(code int) Decision {
 // classes: the first two characters.
 func sqlDecision(state string) Decision {
 	switch state {
-	case "40001", "40P01", "53300", "57014", "57P01", "57P02", "57P03":
+	case "40001", "40P01", "40003", "53300", "57014", "57P01", "57P02", "57P03":
 		return Retry
 	}
 	if len(state) != 5 {
@@ -233,7 +235,8 @@ func sqlDecision(state string) Decision {
 //     request may have been sent", as when a COMMIT's connection closes
 //     before its answer), a connection reset or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF, a SQLSTATE connection exception (class 08) other
-//     than 08001 and 08004, which say the connection was never made, an
+//     than 08001 and 08004, which say the connection was never made,
+//     SQLSTATE 40003 (statement completion unknown), an
 //     HTTP connection closed before the response came (io.EOF inside a
 //     *url.Error; retryhttp answers the same for its attempts), an HTTP/1
 //     response that broke or was malformed after the request was written
@@ -269,13 +272,16 @@ func (f *facts) outcomeUnknown() bool {
 }
 
 // sqlOutcomeUnknown reports whether a database error with this SQLSTATE
-// leaves open whether the work was done: only a connection that broke after
-// it was made (a COMMIT may have been applied without its reply arriving),
-// 08007 transaction_resolution_unknown above all.
+// leaves open whether the work was done: a connection that broke after it
+// was made (a COMMIT may have been applied without its reply arriving),
+// 08007 transaction_resolution_unknown above all, and 40003
+// statement_completion_unknown.
 func sqlOutcomeUnknown(state string) bool {
 	switch state {
 	case "08001", "08004": // the connection was never made
 		return false
+	case "40003": // statement_completion_unknown: a COMMIT may have been applied
+		return true
 	}
 	return len(state) == 5 && state[:2] == "08"
 }

@@ -45,6 +45,7 @@ func TestDefaultClassifierSQLState(t *testing.T) {
 	}{
 		{"40001", retry.Retry, false}, // serialization_failure: rolled back
 		{"40P01", retry.Retry, false}, // deadlock_detected: rolled back
+		{"40003", retry.Retry, true},  // statement_completion_unknown: a COMMIT may have been applied
 		{"08000", retry.Retry, true},  // connection_exception
 		{"08003", retry.Retry, true},  // connection_does_not_exist
 		{"08006", retry.Retry, true},  // connection_failure

@@ -196,8 +196,15 @@ func TestHedgingLeaksNothing(t *testing.T) {
 					open.Add(-1)
 				}
 			}
-			srv.EnableHTTP2 = h2
-			srv.StartTLS()
+			// HTTP/2 needs TLS here; HTTP/1.1 goes without, since every
+			// cancelled hedge costs it a connection, and a TLS handshake each
+			// would make the test slow for nothing it checks.
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
 			defer srv.Close()
 			base := srv.Client().Transport.(*http.Transport)
 			base.MaxIdleConnsPerHost = 8

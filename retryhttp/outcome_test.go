@@ -78,7 +78,11 @@ func checkTransportUnderFault(t *testing.T, sc faults.Scenario) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, sc.Requests, len(s.Requests()), "requests the server read")
-		assert.Equal(t, sc.Conns, s.Conns(), "connections the server accepted")
+		// net/http may dial one connection more than it uses (a dial it
+		// started for the retry while another became free, on a loaded
+		// machine): what the server read is exact, its connections a floor.
+		assert.GreaterOrEqual(t, s.Conns(), sc.Conns, "connections the server accepted")
+		assert.LessOrEqual(t, s.Conns(), sc.Conns+1, "connections the server accepted")
 		return
 	}
 	require.Error(t, err)
