@@ -7,6 +7,12 @@ import (
 	"github.com/seed93a044d1/retry"
 )
 
+// The rules for a failed COMMIT are the same in retrysql and retrypg, and
+// so is this file but for its package name and error prefix: keep them so
+// (see retrypg/commit.go, in the retrypg module). The two
+// modules are versioned apart, so they share no code: a nested module that
+// imported the root's internals would break when a newer root changed them.
+
 // commitFailed turns the error of a COMMIT into the attempt's error. A
 // COMMIT whose outcome is unknown must not be retried blindly: without a
 // check, or when the check fails, the error refuses a retry with

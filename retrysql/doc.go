@@ -62,8 +62,9 @@
 //	outcome unknown, check fails             stops: retry.ErrNotIdempotent, both errors  true
 //	sql.ErrTxDone (fn ended the transaction) stops: retry.ErrNotRetryable                true
 //
-// errors.Is(err, retry.ErrNotIdempotent) thus means: the transaction may
-// have committed, and Tx did not run it again. Whether a lost COMMIT is
+// When the caller's context ends, the call stops with its cause instead, as
+// every retry loop does. errors.Is(err, retry.ErrNotIdempotent) thus means:
+// the transaction may have committed, and Tx did not run it again. Whether a lost COMMIT is
 // reported as such depends on the driver: database/sql reserves
 // driver.ErrBadConn for a statement that was never sent, and pgx's stdlib
 // driver (github.com/jackc/pgx/v5/stdlib) reports a lost reply with

@@ -41,14 +41,15 @@ func WithTxOptions(o sql.TxOptions) TxOption {
 // WithCommitCheck gives Tx a way to learn whether a transaction committed
 // when its COMMIT failed in a way that leaves that open (the reply lost, the
 // connection cut: see the package documentation). committed is asked only
-// then, once per such COMMIT, on the caller's goroutine and context, after
-// the failed connection has been given back or discarded; it must read the
-// database afresh, for example by looking for an idempotency key that fn
-// wrote in the transaction. Its answer decides:
+// then, once per such COMMIT and not once the caller's context has ended, on
+// the caller's goroutine and context, after the failed connection has been
+// given back or discarded; it must read the database afresh, for example by
+// looking for an idempotency key that fn wrote in the transaction. Its answer decides:
 //
 //   - true, nil: the transaction committed: Tx returns nil;
-//   - false, nil: it did not: the COMMIT's error is retried like any other,
-//     and counts as an attempt whose outcome is known;
+//   - false, nil: it did not: the COMMIT's error goes to the classifier
+//     like any other (a lost connection is retried), as an attempt whose
+//     outcome is known;
 //   - an error: Tx stops at once with [retry.ErrNotIdempotent], the outcome
 //     unknown, and both errors kept.
 //
