@@ -582,3 +582,17 @@ func TestTxConcurrentTransfers(t *testing.T) {
 	assert.Positive(t, retries.Load(), "transfers conflicted and were retried")
 	t.Logf("%d transfers, %d retries", commits, retries.Load())
 }
+
+// A context already done begins nothing.
+func TestTxContextDoneBeforeStart(t *testing.T) {
+	t.Parallel()
+	db, b := openBank(t, map[string]int64{"alice": 100})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := retrysql.Tx(ctx, db, transfer("alice", "bob", 30, "", nil))
+	re := asRetryError(t, err)
+	assert.ErrorIs(t, re.Reason, context.Canceled)
+	assert.Zero(t, re.Attempts)
+	begins, _, _ := b.counts()
+	assert.Zero(t, begins)
+}
