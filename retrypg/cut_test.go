@@ -235,10 +235,12 @@ CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON done DEFERRABLE INITIALLY DEFERRE
 		waited := make(chan bool, 1)
 		probe := pgxCommitted(pool, "probe")
 		check := func(ctx context.Context) (bool, error) {
-			// Release the COMMIT only once the probe waits for it.
+			// Release the COMMIT only once the probe waits for it (or,
+			// should it never, after long enough to fail the test
+			// instead of hanging it).
 			go func() {
 				defer release()
-				for ctx.Err() == nil {
+				for giveUp := time.Now().Add(30 * time.Second); ctx.Err() == nil && time.Now().Before(giveUp); {
 					var n int
 					// A probe blocked by the COMMIT that waits for the test's lock.
 					err := direct.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity w

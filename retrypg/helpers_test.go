@@ -227,7 +227,10 @@ func (c *commitCutter) forward(client, server net.Conn) {
 		if !startup && isCommit(msg) {
 			switch cutMode(c.mode.Swap(int32(pass))) {
 			case forwardThen:
+				// The client's side closes first, so that no reply the
+				// server sends can reach it.
 				c.cuts.Add(1)
+				client.Close()
 				_, _ = server.Write(msg)
 				return
 			case dropThen:

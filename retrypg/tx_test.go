@@ -233,12 +233,13 @@ func TestTxSavepoint(t *testing.T) {
 	t.Parallel()
 	d := newDatabase(t)
 	d.exec(`CREATE TABLE item (id int PRIMARY KEY); INSERT INTO item VALUES (1), (2);
+		CREATE TABLE tag (name text PRIMARY KEY); INSERT INTO tag VALUES ('x');
 		CREATE TABLE log (n int NOT NULL)`)
 	pool := d.pool("", 4)
 	var calls atomic.Int32
 	var held sync.WaitGroup
 	held.Add(2)
-	// Two transactions that deadlock, each also inserting a duplicate item
+	// Two transactions that deadlock, each also inserting a duplicate tag
 	// under a savepoint and carrying on.
 	txn := func(first, second int) func() error {
 		waited := false
@@ -249,7 +250,10 @@ func TestTxSavepoint(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if _, err := sp.Exec(ctx, `INSERT INTO item VALUES (1)`); sqlState(err) != "23505" {
+				// On a table of its own: a duplicate of a row the other
+				// transaction has locked would wait for it, and it waits
+				// for this one below.
+				if _, err := sp.Exec(ctx, `INSERT INTO tag VALUES ('x')`); sqlState(err) != "23505" {
 					return errors.Join(errors.New("want a unique violation"), err)
 				}
 				if err := sp.Rollback(ctx); err != nil { // ROLLBACK TO SAVEPOINT
