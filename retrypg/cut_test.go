@@ -1,10 +1,11 @@
 package retrypg_test
 
 // A COMMIT whose reply is cut, on real PostgreSQL through a loopback proxy
-// that closes both connections right after the client's COMMIT, having
-// forwarded it (the server commits, the client never hears) or not (the
-// server never sees it, and rolls back when it notices the connection is
-// gone). The client cannot tell the two apart; only a check can.
+// that, on the client's COMMIT, closes the client's connection and then
+// forwards the COMMIT before closing the server's (the server commits, the
+// client never hears) or does not (the server never sees it, and rolls back
+// when it notices the connection is gone). The client cannot tell the two
+// apart; only a check can.
 
 import (
 	"context"
