@@ -6,7 +6,7 @@ replace github.com/seed93a044d1/retry => ../
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/seed93a044d1/retry v0.0.0-00010101000000-000000000000
+	github.com/seed93a044d1/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
