@@ -104,8 +104,11 @@
 // context ends is rolled back, not committed, even if fn then returns nil;
 // the rollback runs on that ended context, so pgx closes the connection
 // instead of waiting on it, and the server rolls the transaction back. A
-// cancelled call stops with context.Cause(ctx), with OutcomeUnknown set only
-// if the context ended during COMMIT. The policy's AttemptTimeout bounds
+// cancelled call stops with context.Cause(ctx), with OutcomeUnknown set if
+// the context ended during COMMIT, or if fn returned the cancellation itself
+// (the core counts an attempt cancelled in flight as unknown: fn may have
+// done work outside the transaction), but not if fn returned nil and Tx
+// declined to commit. The policy's AttemptTimeout bounds
 // each whole transaction, COMMIT included. A panic in fn rolls the
 // transaction back and propagates unchanged.
 //

@@ -110,7 +110,10 @@
 // so its connection is back in the pool before the retry loop waits. A
 // transaction whose context ends is rolled back, not committed, even if fn
 // then returns nil; a cancelled call stops with context.Cause(ctx), and with
-// OutcomeUnknown set only if the context ended during COMMIT. The policy's
+// OutcomeUnknown set if the context ended during COMMIT, or if fn returned
+// the cancellation itself (the core counts an attempt cancelled in flight as
+// unknown: fn may have done work outside the transaction), but not if fn
+// returned nil and Tx declined to commit. The policy's
 // AttemptTimeout bounds each whole transaction, COMMIT included. A panic in
 // fn rolls the transaction back and propagates unchanged.
 //

@@ -76,7 +76,7 @@ func ExampleTx_outcomeUnknown() {
 	// Output:
 	// not idempotent: true
 	// outcome unknown: true
-	// retry: gave up after 1 attempt (not idempotent, and the attempt may have taken effect): retrysql: commit outcome unknown: bank: connection closed before the reply
+	// retry: gave up after 1 attempt (not declared idempotent): retrysql: commit outcome unknown: bank: connection closed before the reply
 	// alice: 70
 }
 
