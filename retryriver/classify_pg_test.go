@@ -227,7 +227,10 @@ func TestPostgresErrorsClassified(t *testing.T) {
 		return err
 	}
 	// A connection whose backend an administrator terminates mid-query.
-	terminated := func() error {
+	// endBackend runs pg_sleep on a connection of its own and, once it is
+	// running, ends that backend's statement with how: pg_terminate_backend
+	// or pg_cancel_backend.
+	endBackend := func(how string) error {
 		victim, err := pool.Acquire(ctx)
 		require.NoError(t, err)
 		defer victim.Release()
@@ -245,12 +248,14 @@ func TestPostgresErrorsClassified(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			_, _ = pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+			_, _ = pool.Exec(ctx, `SELECT `+how+`($1)`, pid)
 		}()
 		_, err = victim.Exec(ctx, `SELECT pg_sleep(30)`)
 		<-done
 		return err
 	}
+	terminated := func() error { return endBackend("pg_terminate_backend") }
+	cancelled := func() error { return endBackend("pg_cancel_backend") }
 	refused := func() error {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -276,7 +281,8 @@ func TestPostgresErrorsClassified(t *testing.T) {
 			return exec(`CREATE TABLE nn (v int NOT NULL); INSERT INTO nn VALUES (NULL)`)
 		}, "23502", retry.Stop, false},
 		// statement_timeout: the server cancelled the statement and rolled
-		// it back; the core has no rule for 57014, and Unknown retries.
+		// it back. 57014 is retried, as an attempt timeout is, its outcome
+		// known; an operator's pg_cancel_backend gives the same code.
 		{"statement timeout", func() error {
 			// On a connection of its own: the setting lasts for the session.
 			conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
@@ -284,7 +290,8 @@ func TestPostgresErrorsClassified(t *testing.T) {
 			defer conn.Close(ctx)
 			_, err = conn.Exec(ctx, `SET statement_timeout = '10ms'; SELECT pg_sleep(1)`)
 			return err
-		}, "57014", retry.Unknown, false},
+		}, "57014", retry.Retry, false},
+		{"statement cancelled by an operator", cancelled, "57014", retry.Retry, false},
 		{"backend terminated", terminated, "57P01", retry.Retry, false},
 		{"connection refused", refused, "", retry.Retry, false},
 	}
