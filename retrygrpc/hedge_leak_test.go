@@ -166,7 +166,9 @@ func TestHedgingLeavesNothingBehind(t *testing.T) {
 			serverSide.streamsEnded.Load() == serverSide.streams.Load() && cut.Load() == slowFirsts.Load()
 	}, "every stream ended, on both sides, and every slow first attempt the server saw was cut")
 	assert.GreaterOrEqual(t, clientSide.streams.Load(), attempts, "an attempt is a stream")
-	assert.Equal(t, clientSide.streams.Load(), serverSide.streams.Load(), "every attempt reached the server")
+	// A hedge cancelled before its headers left the client never reaches the
+	// server.
+	assert.LessOrEqual(t, serverSide.streams.Load(), clientSide.streams.Load(), "streams the server saw")
 	t.Logf("%d calls, %d hedges seen by Observe, %d streams, %d slow first attempts cut",
 		calls, hedges.Load(), clientSide.streams.Load(), cut.Load())
 	assert.Equal(t, int64(1), lis.accepted.Load(), "one connection carried every attempt")
