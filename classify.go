@@ -300,6 +300,7 @@ type facts struct {
 	delayed  bool          // whether one has
 	own      Decision      // the answer of the outermost error with a RetryDecision method that has an opinion
 	refusal  error         // the reason of the outermost error whose Unrepeatable method gives one
+	refused  bool          // classify stopped the call with refusal, not for the error's nature
 	inner    error         // why the outermost inner retry loop in the tree stopped
 }
 
@@ -587,6 +588,7 @@ func classify(c Classifier, err error, f *facts) error {
 	switch {
 	case d != Stop:
 		if f.refusal != nil {
+			f.refused = true
 			return f.refusal
 		}
 		return nil

@@ -60,8 +60,9 @@ type hedger struct {
 	hedges    int           // hedges started
 	hedgeWait time.Duration // the delay before the last hedge
 	lastStart time.Time     // when the last attempt started
-	noMore    bool          // no attempt will start any more; those in flight may still win
-	notBefore time.Time     // the wait a failure earned holds the next hedge until then
+	noMore    bool          // no hedge will start any more; those in flight may still win
+	ended     error         // why no attempt at all may start any more, once an attempt's end said so
+	notBefore time.Time     // the waits failures earned hold the next attempt until then
 
 	next      time.Time // when the next attempt starts; zero when none is planned
 	nextRetry bool      // it is a retry (none in flight), not a hedge
@@ -103,7 +104,7 @@ func runHedged(ctx context.Context, p Policy, fn func(context.Context) error) (i
 	}()
 
 	h.launch(now, false)
-	h.plan()
+	h.plan(false)
 	for {
 		if !h.next.IsZero() {
 			if d := time.Until(h.next); d <= 0 {
@@ -169,19 +170,23 @@ func (h *hedger) launch(now time.Time, hedge bool) {
 }
 
 // plan sets when the next hedge starts: a hedge delay after the last attempt
-// started, and not before a server's delay has passed; none when no more
-// attempts may start or none is in flight to hedge.
-func (h *hedger) plan() {
+// started, or, when it replaces an attempt that failed (replace), as soon as
+// that failure's wait has passed; never before the wait of any failure has
+// (a server's delay above all). None when no more attempts may start or none
+// is in flight to hedge.
+func (h *hedger) plan(replace bool) {
 	h.unbook()
 	h.next, h.nextRetry = time.Time{}, false
 	if h.noMore || len(h.flights) == 0 || len(h.flights) >= h.maxInFlight ||
 		(h.maxAttempts > 0 && h.c.attempts >= h.maxAttempts) {
 		return
 	}
-	h.hedgeWait = max(h.p.Hedge.Delay(h.hedges+1, h.hedgeWait, unit(h.u())), 0)
-	at := h.lastStart.Add(h.hedgeWait)
-	if at.Before(h.notBefore) {
-		at = h.notBefore
+	at := h.notBefore
+	if !replace {
+		h.hedgeWait = max(h.p.Hedge.Delay(h.hedges+1, h.hedgeWait, unit(h.u())), 0)
+		if next := h.lastStart.Add(h.hedgeWait); next.After(at) {
+			at = next
+		}
 	}
 	h.next = at
 }
@@ -216,7 +221,7 @@ func (h *hedger) fire() (int, error, bool) {
 		}
 		h.booked = false
 		h.launch(now, false)
-		h.plan()
+		h.plan(false)
 		return 0, nil, false
 	}
 	if p.Limiter != nil && !h.booked {
@@ -236,14 +241,14 @@ func (h *hedger) fire() (int, error, bool) {
 	}
 	h.booked = false
 	h.launch(now, true)
-	h.plan()
+	h.plan(false)
 	return 0, nil, false
 }
 
 // stopHedging ends the hedging of the call: the attempts in flight go on.
 func (h *hedger) stopHedging() {
 	h.noMore = true
-	h.plan()
+	h.plan(false)
 }
 
 // unbook gives back the booking for the next attempt, if there is one.
@@ -267,8 +272,11 @@ func (h *hedger) take(n int) flight {
 }
 
 // land judges an attempt that has ended. A success wins the call; an error
-// that stops the call ends it, with the attempts in flight cancelled; a
-// retryable one lets them run, or, when none is left, plans a retry.
+// that stops the call ends it, with the attempts in flight cancelled; one
+// after which no attempt may start (attempts, time or the server's patience
+// spent, or the error's own Unrepeatable reason) lets them run, and starts
+// none; a retryable one lets them run and is replaced once its wait has
+// passed, or, when none is left, plans a retry.
 func (h *hedger) land(l landing) (int, error, bool) {
 	f := h.take(l.n)
 	c, p := h.c, h.p
@@ -309,12 +317,21 @@ func (h *hedger) land(l landing) (int, error, bool) {
 		}
 	}
 	switch {
-	case reason == ErrExhausted || reason == ErrNoTimeLeft || reason == ErrServerDelay:
+	case reason == ErrExhausted || reason == ErrNoTimeLeft || reason == ErrServerDelay || facts.refused:
 		// No attempt may start any more; those in flight may still win.
+		// An error's Unrepeatable reason forbids a repeat of the work, and
+		// those in flight have been sent already: cutting them would undo
+		// nothing, and one may still succeed.
 		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
+		if h.ended != nil {
+			reason = h.ended // the first end that allowed no more is why the call stopped
+		}
 		if len(h.flights) == 0 {
 			n, err := h.finish(now, reason, 0)
 			return n, err, true
+		}
+		if h.ended == nil {
+			h.ended = reason
 		}
 		h.stopHedging()
 		return 0, nil, false
@@ -323,13 +340,30 @@ func (h *hedger) land(l landing) (int, error, bool) {
 		n, err := h.finish(now, reason, 0)
 		return n, err, true
 	case len(h.flights) > 0:
-		// Others are in flight: they go on, and the hedging with them.
+		// Others are in flight: they go on, and the failed attempt is
+		// replaced as a retry would be, once its wait has passed, however
+		// long the hedge delay (gRFC A6's rule for a non-fatal status).
 		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-		h.plan()
+		h.plan(true)
 		return 0, nil, false
+	case h.ended != nil:
+		// An earlier attempt's end allowed no more.
+		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
+		n, err := h.finish(now, h.ended, 0)
+		return n, err, true
 	}
-	// None is in flight: a retry after its wait, with the checks Do makes.
+	// None is in flight: a retry after its wait and every earlier failure's,
+	// a server's delay from an attempt that ended before it included, with
+	// the checks Do makes.
 	at := now.Add(s.wait)
+	if at.Before(h.notBefore) {
+		at = h.notBefore
+		if !fits(now, at.Sub(now), p.MinAttemptTime, h.deadline) {
+			c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
+			n, err := h.finish(now, ErrNoTimeLeft, 0)
+			return n, err, true
+		}
+	}
 	h.unbook()
 	if p.Limiter != nil {
 		var r Reservation

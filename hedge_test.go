@@ -164,6 +164,184 @@ func TestHedgeRetryableErrors(t *testing.T) {
 	})
 }
 
+// startsOf returns an fn that records when each attempt starts and runs
+// attempt n as do(n, ctx), and the record.
+func startsOf(do func(n int, ctx context.Context) error) (func(context.Context) error, func() []time.Duration) {
+	var mu sync.Mutex
+	var starts []time.Duration
+	start := time.Now()
+	return func(ctx context.Context) error {
+			mu.Lock()
+			starts = append(starts, time.Since(start))
+			n := len(starts)
+			mu.Unlock()
+			return do(n, ctx)
+		}, func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]time.Duration(nil), starts...)
+		}
+}
+
+// sleepCtx waits d, then returns err, or the context's error if it ends
+// first.
+func sleepCtx(ctx context.Context, d time.Duration, err error) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A retryable failure while others are in flight is replaced as a retry
+// would be, once its wait has passed, without waiting for the hedge delay
+// (gRFC A6: a non-fatal status sends the next hedge at once); the hedges
+// after it are spaced from it by the delay.
+func TestHedgeReplacesAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fn, starts := startsOf(func(n int, ctx context.Context) error {
+			switch n {
+			case 1:
+				return sleepCtx(ctx, 300*time.Millisecond, nil)
+			case 2:
+				return sleepCtx(ctx, 20*time.Millisecond, errFlaky)
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		start := time.Now()
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 4, MaxInFlight: 4,
+			Hedge: retry.Constant(100 * time.Millisecond), Backoff: retry.Constant(30 * time.Millisecond)}))
+		assert.Equal(t, 300*time.Millisecond, time.Since(start))
+		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond}, starts(),
+			"hedge 2 fails at 120ms: its replacement after its 30ms backoff, the next one 100ms later")
+	})
+}
+
+// A server's delay asked by an attempt that failed while another was in
+// flight holds the retry that follows the other's failure too: no attempt
+// starts earlier than the server asked.
+func TestHedgeServerDelayHoldsTheRetry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fn, starts := startsOf(func(n int, ctx context.Context) error {
+			switch n {
+			case 1:
+				return sleepCtx(ctx, 50*time.Millisecond, errFlaky)
+			case 2:
+				return retry.RetryAfter(errFlaky, 500*time.Millisecond)
+			}
+			return nil
+		})
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 3,
+			Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)}))
+		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 510 * time.Millisecond}, starts())
+	})
+}
+
+// An attempt's end after which no attempt may start (here a server's delay
+// above MaxRetryAfter) ends the hedging: the attempt in flight may still
+// win, but its retryable failure starts no retry, and the call stops with
+// the earlier reason.
+func TestHedgeStopsForGoodOnAServerDelayAboveTheCeiling(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, firstErr := range []error{nil, errFlaky} {
+			fn, starts := startsOf(func(n int, ctx context.Context) error {
+				if n == 1 {
+					return sleepCtx(ctx, 50*time.Millisecond, firstErr)
+				}
+				return retry.RetryAfter(errFlaky, 10*time.Minute)
+			})
+			start := time.Now()
+			err := retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 5,
+				Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
+			assert.Equal(t, 50*time.Millisecond, time.Since(start))
+			assert.Equal(t, []time.Duration{0, 10 * time.Millisecond}, starts())
+			if firstErr == nil {
+				assert.NoError(t, err, "the attempt in flight won")
+				continue
+			}
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.ErrServerDelay, re.Reason)
+			assert.Equal(t, 2, re.Attempts)
+			assert.ErrorIs(t, re.Last, errFlaky)
+		}
+	})
+}
+
+// unrepeatable is an error that forbids a repeat of its attempt.
+type unrepeatable struct{ reason error }
+
+func (e unrepeatable) Error() string       { return "do not repeat" }
+func (e unrepeatable) Unrepeatable() error { return e.reason }
+
+// An error whose Unrepeatable method gives a reason ends the hedging, not
+// the call: the attempt already in flight may still win; if it fails, the
+// call stops with that reason and no retry.
+func TestHedgeUnrepeatableEndsTheHedging(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, firstErr := range []error{nil, errFlaky} {
+			fn, starts := startsOf(func(n int, ctx context.Context) error {
+				if n == 1 {
+					return sleepCtx(ctx, 50*time.Millisecond, firstErr)
+				}
+				return unrepeatable{retry.ErrNotIdempotent}
+			})
+			start := time.Now()
+			err := retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 5, MaxInFlight: 5,
+				Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
+			assert.Equal(t, 50*time.Millisecond, time.Since(start))
+			assert.Equal(t, []time.Duration{0, 10 * time.Millisecond}, starts(), "no hedge after the refusal")
+			if firstErr == nil {
+				assert.NoError(t, err, "the attempt in flight won")
+				continue
+			}
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.ErrNotIdempotent, re.Reason)
+			assert.Equal(t, 2, re.Attempts)
+		}
+
+		// The first end that allowed no more attempts is why the call
+		// stopped, though the last one's attempts ran out: hedge 3 refuses
+		// at 20ms, and attempts 1 and 2 fail after it.
+		fn, _ := startsOf(func(n int, ctx context.Context) error {
+			if n == 3 {
+				return unrepeatable{retry.ErrNotIdempotent}
+			}
+			return sleepCtx(ctx, 50*time.Millisecond, errFlaky)
+		})
+		err := retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 3, MaxInFlight: 3,
+			Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.ErrNotIdempotent, re.Reason)
+		assert.Equal(t, 3, re.Attempts)
+
+		// A classifier that stops on the error ends the call at once, cutting
+		// the attempt in flight, whatever the error's own refusal.
+		fn, starts := startsOf(func(n int, ctx context.Context) error {
+			if n == 1 {
+				return sleepCtx(ctx, 50*time.Millisecond, nil)
+			}
+			return unrepeatable{retry.ErrNotRetryable}
+		})
+		start := time.Now()
+		err = retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond),
+			Classifier: func(error) retry.Decision { return retry.Stop }})
+		assert.ErrorIs(t, err, retry.ErrNotRetryable)
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		assert.Len(t, starts(), 2)
+	})
+}
+
 // A hedge withdraws from the budget; a refusal ends the hedging, not the
 // call, which keeps its first attempt.
 func TestHedgeBudgetRefusalEndsTheHedging(t *testing.T) {

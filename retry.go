@@ -89,16 +89,22 @@ type Policy struct {
 	// the same call starts beside those in flight, up to MaxInFlight at once.
 	// The first success wins, and the context of every other attempt is
 	// cancelled at once; Do returns when they have all returned. A failed
-	// attempt is judged as without hedging: an error that stops the call
-	// (not retryable, or a rule of safety) ends it at once, and a retryable
-	// one lets the others run, or, when none is left in flight, leads to a
-	// retry after its wait. Hedges are attempts like any other: they count
+	// attempt is judged as without hedging: an error that is not retryable
+	// ends the call at once, and a retryable one lets the others run and is
+	// replaced as a retry would be: the next attempt starts once its wait
+	// (its backoff, or the server's delay if longer) has passed, however
+	// long the hedge delay (gRFC A6's rule for a non-fatal status), and no
+	// attempt, hedge or retry, starts before the wait of every failure so
+	// far has passed. An error that forbids a repeat (its Unrepeatable
+	// method, see Do), and a stop for want of attempts, time or the server's
+	// patience (ErrExhausted, ErrNoTimeLeft, ErrServerDelay), end the
+	// hedging but not the call: no attempt starts after them, those in
+	// flight may still win, and if none does, the call stops with that
+	// reason. Hedges are attempts like any other: they count
 	// against MaxAttempts, the Limiter paces them, each withdraws from the
 	// Budget (a refused withdrawal, or a Limiter or deadline that leaves no
-	// room, ends the hedging but not the call), none starts unless it fits
-	// MinAttemptTime before the deadline, and a failed attempt's wait (its
-	// backoff, or the server's delay if longer) holds the next attempt,
-	// hedge or retry, until it has passed. Observe sees every attempt,
+	// room, ends the hedging but not the call), and none starts unless it
+	// fits MinAttemptTime before the deadline. Observe sees every attempt,
 	// hedges marked, the winner the one without an error. A loser cancelled
 	// in flight may still have done its work: if the call fails, its
 	// OutcomeUnknown says so. A Hedge that also has a method

@@ -130,13 +130,17 @@ func (e *attemptError) RetryDecision() retry.Decision {
 }
 
 // Unrepeatable returns why the attempt must not be repeated, if it must
-// not: retry.ErrAlreadyRetried when grpc-go's own retries are on for the
-// method (the attempt was their whole loop), retry.ErrNotIdempotent when it
-// may have taken effect and its method is not declared idempotent. These are
-// rules of safety, which the loop applies whatever the classifier says, and
-// reports as the reason the call stopped.
+// not: retry.ErrNotRetryable when the server's pushback said not to retry
+// (gRFC A6), retry.ErrAlreadyRetried when grpc-go's own retries are on for
+// the method (the attempt was their whole loop), retry.ErrNotIdempotent when
+// it may have taken effect and its method is not declared idempotent. These
+// are rules of safety, which the loop applies whatever the classifier says,
+// and reports as the reason the call stopped; in a hedged call they end the
+// hedging, and the attempts in flight may still win.
 func (e *attemptError) Unrepeatable() error {
 	switch {
+	case e.pushback == refused:
+		return retry.ErrNotRetryable
 	case e.grpcRetried:
 		return retry.ErrAlreadyRetried
 	case e.unsafe:

@@ -65,16 +65,59 @@
 // being hammered); a pushback above Policy.MaxRetryAfter stops the call at
 // once with [retry.ErrServerDelay], and one that would pass the deadline
 // with [retry.ErrNoTimeLeft]. A negative or malformed value, or several
-// values, means "do not retry" (A6): the call stops at once. The parser
+// values, means "do not retry" (A6): the call stops at once, with
+// [retry.ErrNotRetryable], or, when it is hedged, sends no more hedges (see
+// Hedging). The parser
 // accepts an optional '-' and ASCII digits that fit an int32, leading zeros
 // included, as grpc-go and grpc-java read them; anything else is malformed.
 //
 // # What the server sees
 //
-// Every retry carries the request metadata grpc-previous-rpc-attempts: the
-// number of attempts before it (1, 2, ...), absent on the first, as A6
-// specifies. Policy.AttemptTimeout bounds each unary attempt, and the
+// Every retry, and every hedge, carries the request metadata
+// grpc-previous-rpc-attempts: the number of attempts before it (1, 2, ...),
+// absent on the first, as A6 specifies. Policy.AttemptTimeout bounds each unary attempt, and the
 // server sees it as the attempt's deadline (grpc-timeout).
+//
+// # Hedging
+//
+// A Policy whose Hedge is set hedges unary calls: when the first attempt
+// has not answered after the hedge delay, another is sent beside it, and
+// the first success wins, the others cancelled (the server sees their
+// contexts end). [HedgingPolicy] gives the whole of gRFC A6's
+// hedgingPolicy in one call:
+//
+//	policy := retrygrpc.HedgingPolicy(3, 50*time.Millisecond, codes.Unavailable)
+//	policy.Budget = retry.NewBudget(0.1, 10) // A6's retryThrottling, as the Budget does it
+//
+// Only work that is safe to send twice, and whose attempts can run at
+// once, is hedged: a unary call of a method declared idempotent (as above),
+// whose reply is a proto.Message, on a connection where grpc-go's own
+// retries are off for the method. Any other call (a method not declared
+// idempotent, a stream, a reply of a custom codec's type) runs under the
+// same Policy without its Hedge, one attempt at a time, so a call that is
+// not idempotent is never hedged. Hedging is off unless a Policy asks for
+// it.
+//
+// Hedges are attempts: MaxAttempts counts them, the Limiter paces them, each
+// withdraws from the Budget (a refusal ends the hedging, not the call), none
+// starts unless it fits before the deadline, and each carries
+// grpc-previous-rpc-attempts, the number of attempts sent before it, as A6
+// asks. Each attempt decodes into a reply of its own, the first into the
+// caller's, and the winner's is copied into the caller's reply once every
+// attempt has returned. A status the classifier stops on ends the call at
+// once, cancelling the others (A6's fatal status); one it retries lets them
+// run, and the next hedge is sent as soon as that failure's wait has
+// passed, at once under HedgingPolicy (A6's non-fatal status). A pushback
+// of n ms holds the next hedge n ms; one that says not to retry ends the
+// hedging, and the attempts in flight may still win (A6); if none does, the
+// call stops with [retry.ErrNotRetryable]. A call stops once its deadline
+// has passed, whatever is in flight.
+//
+// The method's declaration is read before the first attempt: an
+// [IdempotentFunc] is asked then, on the caller's goroutine. So is grpc-go's
+// service config, which a connection learns from its resolver: a call made
+// before that, as a new connection is first used, is hedged even if the
+// config turns grpc-go's retries on for its method.
 //
 // # Streams
 //

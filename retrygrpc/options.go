@@ -19,7 +19,8 @@ type Option func(*config)
 
 // Idempotent declares methods safe to repeat even when an attempt may have
 // taken effect, so that the interceptors retry them on codes that leave the
-// outcome open (UNAVAILABLE after the call was sent, DEADLINE_EXCEEDED...).
+// outcome open (UNAVAILABLE after the call was sent, DEADLINE_EXCEEDED...),
+// and hedge them when the Policy hedges.
 // Methods are full gRPC method names as the interceptors see them,
 // "/package.Service/Method"; the generated code has them as constants
 // (Service_Method_FullMethodName). Declarations add up: a method is
@@ -38,9 +39,10 @@ func Idempotent(methods ...string) Option {
 // IdempotentFunc declares as safe to repeat every call for which f returns
 // true. f receives the caller's context (its outgoing metadata, for
 // instance) and the full method name, "/package.Service/Method". It is asked
-// only after an attempt failed in a way that may have taken effect, on the
-// caller's goroutine, and must be safe for concurrent use. Declarations add
-// up: a call is idempotent if any of them says so. A nil f does nothing.
+// on the caller's goroutine, only after an attempt failed in a way that may
+// have taken effect, or, when the call's Policy hedges, before its first
+// attempt; it must be safe for concurrent use. Declarations add up: a call
+// is idempotent if any of them says so. A nil f does nothing.
 func IdempotentFunc(f func(ctx context.Context, method string) bool) Option {
 	return func(c *config) {
 		if f != nil {

@@ -56,6 +56,7 @@ func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer}
 	s.policy = *c.policyFor(ctx, opts)
+	s.policy.Hedge = nil // a stream is never hedged: its attempts cannot share the caller's stream
 	s.keepOptions(opts)
 	// The core's AttemptTimeout would end the attempt's context when the
 	// attempt function returns, cutting the stream: the guard does it.
@@ -214,7 +215,7 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
 		s.open(ctx)
 		if s.cur == nil {
-			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil)
+			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil, false)
 		}
 		if !s.guard.settle() { // it opened as its time ran out
 			return s.fail(errAttemptTimeout)
@@ -241,7 +242,7 @@ func (s *stream) run(wait func() error) error {
 	err := retry.Do(s.ctx, func(ctx context.Context) error {
 		s.open(ctx)
 		if s.cur == nil {
-			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil)
+			return s.cfg.judge(s.ctx, s.cc, s.method, s.openErr, false, nil, false)
 		}
 		if err := s.replay(); err != nil {
 			s.guard.release()
@@ -279,7 +280,7 @@ func (s *stream) replay() error {
 func (s *stream) fail(err error) error {
 	err = s.guard.explain(err)
 	s.guard.release()
-	return s.cfg.judge(s.ctx, s.cc, s.method, err, true, s.cur.Trailer())
+	return s.cfg.judge(s.ctx, s.cc, s.method, err, true, s.cur.Trailer(), false)
 }
 
 // RecvMsg receives the next message into m. Before commit it runs the retry

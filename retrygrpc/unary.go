@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // UnaryClientInterceptor returns a [grpc.UnaryClientInterceptor] that makes
@@ -32,6 +33,15 @@ import (
 // is the last attempt's, or the context's if the caller's context ended the
 // call. The reply holds what the last attempt decoded into it, if anything.
 //
+// A Policy with Hedge set (see [HedgingPolicy]) hedges the calls of methods
+// declared idempotent whose reply is a proto.Message: attempts then run at
+// once, each decoding into a reply of its own (the first into the caller's),
+// and on success the caller's reply holds the winner's, copied into it
+// (proto.Reset, then proto.Merge) once every attempt has returned; on
+// failure it holds what the first attempt decoded, if anything. Other calls
+// run under the Policy without its Hedge. The package documentation says
+// what hedging does.
+//
 // The interceptor is safe for concurrent use; p's funcs and Budget must be.
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	return newConfig(p, opts).unary
@@ -55,7 +65,12 @@ func (c *config) unary(ctx context.Context, method string, req, reply any, cc *g
 		u.opts = append(u.opts, o)
 	}
 	u.opts = append(u.opts, grpc.Peer(&u.peer), grpc.Trailer(&u.trailer))
-	err := retry.Do(ctx, u.attempt, u.policy)
+	var err error
+	if u.policy.Hedge != nil {
+		err = u.hedge()
+	} else {
+		err = retry.Do(ctx, u.attempt, u.policy)
+	}
 	if err != nil {
 		err = callFailed(ctx, err)
 	}
@@ -68,7 +83,8 @@ func (c *config) unary(ctx context.Context, method string, req, reply any, cc *g
 }
 
 // unaryCall is one unary call through the interceptor. Its attempts run on
-// the caller's goroutine, inside retry.Do.
+// the caller's goroutine, inside retry.Do, unless the call is hedged (see
+// hedge).
 type unaryCall struct {
 	cfg     *config
 	ctx     context.Context
@@ -79,6 +95,9 @@ type unaryCall struct {
 	invoker grpc.UnaryInvoker
 	opts    []grpc.CallOption
 	policy  *retry.Policy // shared: never changed
+	// replyType makes a fresh reply for each attempt of a hedged call after
+	// the first; nil when the call is not hedged.
+	replyType protoreflect.MessageType
 
 	attempts int
 	peer     peer.Peer
@@ -95,19 +114,20 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return u.cfg.judge(u.ctx, u.cc, u.method, err, u.peer.Addr != nil, u.trailer)
+	return u.cfg.judge(u.ctx, u.cc, u.method, err, u.peer.Addr != nil, u.trailer, false)
 }
 
 // judge turns a failed attempt's error into what the retry loop needs: the
-// server's pushback as a delay, a Permanent mark when the server said not to
-// retry, and the attempt's own account of itself (its code table, and
-// whether it is safe to repeat: not when it may have taken effect and the
-// method is not declared idempotent). Safety and the server's refusal are
-// not rules of chance, so no Classifier can override them: the refusal is a
-// marker, and the loop applies an error's Unrepeatable reason after any
-// classifier.
+// server's pushback as a delay, and the attempt's own account of itself (its
+// code table, and whether it may be repeated: not when the server said not
+// to retry, nor when it may have taken effect and the method is not
+// declared idempotent; idempotent says the caller knows it is). Safety and
+// the server's refusal are not rules of chance, so no Classifier can
+// override them: the loop applies an error's Unrepeatable reason after any
+// classifier. In a hedged call, that reason ends the hedging and lets the
+// attempts in flight run, as A6 asks of a pushback that says not to retry.
 func (c *config) judge(ctx context.Context, cc *grpc.ClientConn, method string, err error, sent bool,
-	trailer metadata.MD) error {
+	trailer metadata.MD, idempotent bool) error {
 	ae := &attemptError{err: err, code: status.Code(err), sent: sent, grpcRetried: c.grpcRetries(cc, method)}
 	if sent && clientMade(err) {
 		// Not the server's answer: whatever its trailer held, it does not
@@ -118,9 +138,9 @@ func (c *config) judge(ctx context.Context, cc *grpc.ClientConn, method string, 
 	delay, pb := parsePushback(trailer)
 	ae.pushback = pb
 	if pb == refused {
-		return retry.Permanent(ae)
+		return ae
 	}
-	ae.unsafe = ae.OutcomeUnknown() && !c.idempotent(ctx, method)
+	ae.unsafe = ae.OutcomeUnknown() && !idempotent && !c.idempotent(ctx, method)
 	if pb == pushedBack {
 		return retry.RetryAfter(ae, delay)
 	}
