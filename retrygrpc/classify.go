@@ -118,6 +118,15 @@ type attemptError struct {
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
+
+// Throttled reports whether the server said it is overloaded:
+// RESOURCE_EXHAUSTED from the server itself, or a pushback. A limiter that
+// learns from attempts (package adaptive) slows down on it; a
+// RESOURCE_EXHAUSTED that grpc-go made on the client (a reply over its
+// receive limit) says nothing about the server's load.
+func (e *attemptError) Throttled() bool {
+	return (e.code == codes.ResourceExhausted && !e.clientMade) || e.pushback == pushedBack
+}
 func (e *attemptError) Unwrap() error { return e.err }
 
 // RetryDecision answers for the attempt with the code table of

@@ -236,3 +236,24 @@ func TestClientMade(t *testing.T) {
 	ae.sent = false
 	assert.False(t, ae.OutcomeUnknown(), "a call that never left the client did nothing")
 }
+
+// The server's RESOURCE_EXHAUSTED and a pushback say it is overloaded; a
+// RESOURCE_EXHAUSTED grpc-go made on the client does not.
+func TestAttemptErrorThrottled(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		e    attemptError
+		want bool
+	}{
+		{"resource exhausted", attemptError{code: codes.ResourceExhausted, sent: true}, true},
+		{"made by the client", attemptError{code: codes.ResourceExhausted, sent: true, clientMade: true}, false},
+		{"pushback", attemptError{code: codes.Unavailable, sent: true, pushback: pushedBack}, true},
+		{"unavailable", attemptError{code: codes.Unavailable, sent: true}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Throttled(); got != tt.want {
+			t.Errorf("%s: Throttled() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
