@@ -265,9 +265,12 @@ func (m *Middleware) record(ctx context.Context, job *rivertype.JobRow, st *stat
 // When Work made no decision for this attempt (the worker panicked, River's
 // rescuer is retrying a job whose worker died, or an error from outside the
 // middleware), it applies the policy's backoff to the attempt number, with
-// no server delay, since there is no error to read one from; if the policy
-// leaves no time for another attempt it returns now, and the next attempt's
-// Work stops the job. It is safe for concurrent use.
+// no server delay, since there is no error to read one from. If that
+// backoff leaves no time for another attempt before the job's deadline, it
+// returns the deadline (now if that has passed): River cannot be told to
+// stop from here, so the job waits, no longer than the backoff it would
+// have waited, and the next Work cancels it with [retry.ErrNoTimeLeft]
+// without running the worker. It is safe for concurrent use.
 func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
 	now := time.Now()
 	if at, ok := m.handoff.take(job.ID, job.Attempt); ok {
@@ -282,8 +285,15 @@ func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
 	if m.policy.Rand != nil {
 		u = m.policy.Rand
 	}
-	wait, reason := retry.Next(p, job.Attempt, readState(job.Metadata).prevWait, errNoDecision, now, m.jobDeadline(job), u())
+	deadline := m.jobDeadline(job)
+	wait, reason := retry.Next(p, job.Attempt, readState(job.Metadata).prevWait, errNoDecision, now, deadline, u())
 	if reason != nil {
+		// No time left (the only reason Next can give for this error and no
+		// attempt limit). Now would run the job again at once, and Work would
+		// let that attempt start, since only the wait did not fit.
+		if deadline.After(now) {
+			return deadline.UTC()
+		}
 		return now.UTC()
 	}
 	return now.Add(wait).UTC()

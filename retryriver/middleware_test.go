@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,9 +340,20 @@ func TestNextRetryWithoutDecisionUsesBackoff(t *testing.T) {
 	assert.False(t, got.Before(before.Add(want)), "NextRetry = %v, want now + %v", got, want)
 	assert.False(t, got.After(after.Add(want)), "NextRetry = %v, want now + %v", got, want)
 
-	// A deadline that leaves no time: now, and the next attempt's Work stops the job.
-	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return time.Now().Add(time.Second) }))
+	// A deadline that leaves no time for the backoff: the deadline, where the
+	// next attempt's Work stops the job without running it; never now, which
+	// would run it again at once.
+	deadline := time.Now().Add(time.Second).Truncate(time.Microsecond)
+	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return deadline }))
+	assert.Equal(t, deadline.UTC(), m.NextRetry(job), "NextRetry with a deadline the backoff does not fit")
+
+	// A deadline already passed: now (River refuses a time in the past), and
+	// the next Work stops the job at once.
+	passed := time.Now().Add(-time.Second)
+	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return passed }))
+	before = time.Now()
 	got = m.NextRetry(job)
+	assert.False(t, got.Before(before), "NextRetry = %v, before now %v", got, before)
 	assert.False(t, got.After(time.Now()), "NextRetry = %v, want now", got)
 }
 
@@ -373,3 +385,30 @@ func TestConfigCopies(t *testing.T) {
 }
 
 type otherMiddleware struct{ river.MiddlewareDefaults }
+
+// A worker that panics leaves NextRetry without a decision. When the
+// policy's backoff does not fit before the job's deadline, the job must stop
+// (cancelled, no time left) instead of being run again at once: before the
+// fix NextRetry returned now, and River reran the panicking job back to back
+// until the deadline.
+func TestPanicWithNoTimeLeftStops(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			const left = 2 * time.Second
+			m := retryriver.New(retry.Policy{MaxAttempts: 20, Backoff: retry.Constant(10 * time.Second)},
+				retryriver.WithDeadline(func(job *rivertype.JobRow) time.Time { return job.CreatedAt.Add(left) }))
+			var runs atomic.Int32
+			job, _ := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error {
+				runs.Add(1)
+				panic("worker bug")
+			})
+			assert.Equal(t, int32(1), runs.Load(), "runs of a job whose retry cannot fit before its deadline")
+			assert.Equal(t, rivertype.JobStateCancelled, job.State)
+			require.Equal(t, 2, len(job.Errors), "errors stored: the panic, then the stop")
+			assert.Contains(t, job.Errors[1].Error, "retry: gave up after 1 attempt (no time left before the deadline)")
+			assert.Equal(t, "no time left before the deadline", metadata(t, job.Metadata)[retryriver.MetadataStop])
+		})
+	}
+}
