@@ -67,8 +67,10 @@
 // job's value, so River and the policy always agree on the last attempt.
 //
 // The policy's Budget and Limiter, if any, count the attempts of the worker
-// process that runs the middleware: the Budget gets a deposit at each job's
-// first attempt and pays for each retry; the Limiter paces every attempt,
+// process that runs the middleware: the Budget gets one deposit per job, at
+// its first attempt (a snooze or a client stop gives the job its attempt
+// number back, and a flag in its metadata keeps that run from depositing
+// again), and pays for each retry; the Limiter paces every attempt,
 // retries included: a job waits for its token on a timer before its worker
 // runs, holding its worker slot (so MaxWorkers bounds how many wait). Each
 // process has its own; for a limit across processes, divide the rate.

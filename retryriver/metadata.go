@@ -32,14 +32,23 @@ const (
 	// neither recorded here nor snoozed ended without a word: its worker
 	// died.
 	MetadataAttempt = "retry_attempt"
+
+	// metadataDeposited is true once the job's first attempt has deposited
+	// in the policy's Budget. River gives a snoozed or interrupted attempt
+	// its number back, so attempt 1 can run several times; this keeps it
+	// from depositing each time. It is written when the deposit is made, so
+	// every outcome of that run (success, error, snooze, stop, panic)
+	// stores it.
+	metadataDeposited = "retry_deposited"
 )
 
 // state is what the middleware keeps in a job's metadata between attempts.
 type state struct {
-	Unknown  []int  `json:"retry_outcome_unknown"`
-	Wait     string `json:"retry_wait"`
-	Attempt  *int   `json:"retry_attempt"`
-	prevWait time.Duration
+	Unknown   []int  `json:"retry_outcome_unknown"`
+	Wait      string `json:"retry_wait"`
+	Attempt   *int   `json:"retry_attempt"`
+	Deposited bool   `json:"retry_deposited"`
+	prevWait  time.Duration
 }
 
 // readState parses the middleware's keys from a job's metadata. Metadata it

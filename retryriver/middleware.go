@@ -126,8 +126,8 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 // Work runs one attempt of job under the policy; River calls it around the
 // worker. Before the attempt it stops the job if its deadline has come,
 // paces the attempt with the policy's Limiter (waiting on a timer that the
-// job's context interrupts) and deposits in the Budget on the job's first
-// attempt; it bounds the attempt by Policy.AttemptTimeout and the deadline;
+// job's context interrupts) and deposits in the Budget once per job, at its
+// first attempt; it bounds the attempt by Policy.AttemptTimeout and the deadline;
 // after a failed attempt it decides as [Middleware] says, records the
 // decision in the job's metadata, and leaves the next attempt's time for
 // [Middleware.NextRetry]. A panic in the worker propagates to River
@@ -149,8 +149,9 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		return m.stop(ctx, job, &st, reason, nil, time.Now())
 	}
 	now := time.Now()
-	if p.Budget != nil && job.Attempt <= 1 {
+	if p.Budget != nil && job.Attempt <= 1 && !st.Deposited {
 		p.Budget.Deposit(now)
+		_ = river.MetadataSet(ctx, metadataDeposited, true)
 	}
 
 	err := attempt(ctx, now, p.AttemptTimeout, deadline, doInner)

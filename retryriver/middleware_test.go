@@ -412,3 +412,35 @@ func TestPanicWithNoTimeLeftStops(t *testing.T) {
 		})
 	}
 }
+
+// A snooze gives the job its attempt number back, so a job snoozed at its
+// first attempt comes back as attempt 1 again: it must not deposit in the
+// Budget again. With a ratio of 1, one job earns one retry however often it
+// snoozed first; before the fix each of its 4 snoozes deposited again and
+// paid for 4 more retries.
+func TestSnoozeDepositsOnce(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			budget := retry.NewBudget(1, 0)
+			m := retryriver.New(retry.Policy{MaxAttempts: 5, Backoff: retry.Constant(time.Millisecond), Budget: budget})
+			var runs atomic.Int32
+			job, attempts := runJob(t, b, m, func(_ context.Context, job *river.Job[failArgs]) error {
+				if runs.Add(1) <= 4 {
+					return river.JobSnooze(time.Millisecond)
+				}
+				return errFlaky
+			})
+			assert.Equal(t, int32(6), runs.Load(), "4 snoozes, the first attempt and its one paid retry")
+			var numbers []int
+			for _, r := range attempts {
+				numbers = append(numbers, r.attempt)
+			}
+			assert.Equal(t, []int{1, 1, 1, 1, 1, 2}, numbers, "attempt numbers River gave the runs")
+			assert.Equal(t, rivertype.JobStateCancelled, job.State)
+			assert.Equal(t, "retry budget exhausted", metadata(t, job.Metadata)[retryriver.MetadataStop])
+			assert.Zero(t, budget.Balance())
+		})
+	}
+}
