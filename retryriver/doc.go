@@ -39,8 +39,8 @@
 //
 // Errors that are River's to handle pass through untouched: [river.JobSnooze]
 // and [river.JobCancel] returned by the worker, and any error after River
-// ended the job's context (the client stopping, the job cancelled remotely).
-// A worker that uses retry.Do itself returns a [*retry.Error], which the
+// ended the job's context (the client stopping, the job cancelled
+// remotely), whose attempt is marked outcome-unknown first. A worker that uses retry.Do itself returns a [*retry.Error], which the
 // default classifier stops on (retry at one layer: see
 // [retry.DefaultClassifier]).
 //
@@ -80,26 +80,42 @@
 //
 // # Outcome unknown, and reconciliation
 //
-// An attempt whose outcome is unknown ([retry.OutcomeUnknown]: a timeout, a
-// connection broken after the request was sent), or whose worker process
-// died during it, may have taken effect. The middleware lists such attempts
-// in the job's metadata under [MetadataOutcomeUnknown]. The jobs that
-// stopped (cancelled or discarded) after such an attempt need reconciling
-// before their work is done again by other means; one query finds them. On
-// PostgreSQL:
+// An attempt may have taken effect although it failed when its outcome is
+// unknown ([retry.OutcomeUnknown]: a timeout, a connection broken after the
+// request was sent), when River cut it off (the job cancelled remotely, a
+// client stopping with StopAndCancel or its SoftStopTimeout), when its
+// worker panicked, and when it never reported its end (its worker process
+// died, or River's rescuer took the job back from a worker that hung). The
+// middleware lists such attempts in the job's metadata under
+// [MetadataOutcomeUnknown]: at once for the first three; for the last, when
+// the job's next attempt starts, before anything can end it. An attempt
+// River failed before any worker ran (a client that does not know the
+// job's kind, as in a rolling deploy) is not listed: nothing ran.
+//
+// The jobs that stopped (cancelled or discarded) after such an attempt need
+// reconciling before their work is done again by other means; one query
+// finds them. A job can stop after a rescue with no attempt of the
+// middleware's after it (cancelled while it waited, or discarded by the
+// rescuer at its last attempt), so the query also looks for the rescuer's
+// error. On PostgreSQL:
 //
 //	SELECT id, kind, args, state, metadata->'retry_outcome_unknown' AS unknown_attempts, errors
 //	FROM river_job
-//	WHERE metadata ? 'retry_outcome_unknown' AND state IN ('cancelled', 'discarded');
+//	WHERE state IN ('cancelled', 'discarded')
+//	  AND (metadata ? 'retry_outcome_unknown'
+//	    OR EXISTS (SELECT 1 FROM unnest(errors) AS e WHERE e->>'error' = 'Stuck job rescued by JobRescuer'));
 //
 // On SQLite:
 //
-//	SELECT id, kind, args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, errors
+//	SELECT id, kind, json(args) AS args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, json(errors) AS errors
 //	FROM river_job
-//	WHERE json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL AND state IN ('cancelled', 'discarded');
+//	WHERE state IN ('cancelled', 'discarded')
+//	  AND (json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL
+//	    OR EXISTS (SELECT 1 FROM json_each(errors) WHERE json_extract(value, '$.error') = 'Stuck job rescued by JobRescuer'));
 //
 // Without the state condition the query also finds completed jobs that may
 // have done their work twice (harmless with an idempotency key). The
 // middleware also records [MetadataStop] (why the policy stopped the job),
-// [MetadataWait] and [MetadataAttempt].
+// [MetadataWait] and [MetadataAttempt], and retry_deposited (the job's
+// Budget deposit is made).
 package retryriver

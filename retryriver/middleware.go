@@ -22,9 +22,11 @@ import (
 // Install it with [Middleware.Config], which sets both and River's
 // MaxAttempts in one line.
 //
-// After a failed attempt, in this order: an error from a job whose context
-// River ended (client stopping, job cancelled remotely) or a [river.JobSnooze]
-// or [river.JobCancel] from the worker goes back to River untouched; an error
+// After a failed attempt, in this order: a [river.JobSnooze] or
+// [river.JobCancel] from the worker goes back to River untouched; an error
+// from a job whose context River ended (client stopping, job cancelled
+// remotely) goes back to River too, its attempt marked outcome-unknown
+// (see [MetadataOutcomeUnknown]); an error
 // the policy stops on ([retry.Permanent], classified Stop, a server delay
 // above MaxRetryAfter, no time left before the job's deadline, the budget
 // refusing the retry) cancels the job at once with a [*retry.Error] that
@@ -135,7 +137,13 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	p := m.policy
 	st := readState(job.Metadata)
-	lost := st.lostAttempts(job.Attempt)
+	if st.lostAttempts(job.Attempt, job.Errors) {
+		// Written now, not when this attempt ends: River stores the metadata
+		// set during a run with whatever ends it (the worker's JobCancel or
+		// JobSnooze, a remote cancel, a stop, a panic), so the mark survives
+		// them all.
+		_ = river.MetadataSet(ctx, MetadataOutcomeUnknown, st.Unknown)
+	}
 	deadline := m.jobDeadline(job)
 	start := time.Now()
 
@@ -154,11 +162,8 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		_ = river.MetadataSet(ctx, metadataDeposited, true)
 	}
 
-	err := attempt(ctx, now, p.AttemptTimeout, deadline, doInner)
+	err := m.run(ctx, job, &st, now, deadline, doInner)
 	if err == nil {
-		if lost {
-			m.record(ctx, job, &st, 0, "")
-		}
 		if p.Observe != nil {
 			end := time.Now()
 			p.Observe(ctx, retry.Event{Attempt: job.Attempt, Duration: end.Sub(now), Elapsed: end.Sub(job.CreatedAt)})
@@ -169,14 +174,22 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	}
 	began := now
 	var snooze *rivertype.JobSnoozeError
-	if ctx.Err() != nil || errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{}) {
+	if errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{}) {
+		return err // the worker's own answer, for River to carry out
+	}
+	if ctx.Err() != nil {
+		// River ended the job's context during the attempt (the job was
+		// cancelled remotely, or the client is stopping with StopAndCancel or
+		// its SoftStopTimeout): the attempt was cut off, and may have done
+		// work. River cancels the job, or makes it available again with the
+		// same attempt number, and stores the mark either way.
+		m.markUnknown(ctx, job, &st)
 		return err
 	}
 	now = time.Now()
 	unknown := retry.OutcomeUnknown(err)
-	if unknown && !slices.Contains(st.Unknown, job.Attempt) {
-		st.Unknown = append(st.Unknown, job.Attempt)
-		lost = true
+	if unknown {
+		st.mark(job.Attempt)
 	}
 	observed := retry.Event{Attempt: job.Attempt, Err: err, Duration: now.Sub(began), Elapsed: now.Sub(job.CreatedAt),
 		OutcomeUnknown: unknown}
@@ -212,6 +225,29 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		p.Observe(ctx, observed)
 	}
 	return err
+}
+
+// run makes the attempt. A worker that panics may have done work first: its
+// attempt is marked outcome-unknown on the way out, and the panic goes on
+// to River unchanged, which stores the mark with the panic's error.
+func (m *Middleware) run(ctx context.Context, job *rivertype.JobRow, st *state, now, deadline time.Time, doInner func(context.Context) error) error {
+	returned := false
+	defer func() {
+		if !returned {
+			m.markUnknown(ctx, job, st)
+		}
+	}()
+	err := attempt(ctx, now, m.policy.AttemptTimeout, deadline, doInner)
+	returned = true
+	return err
+}
+
+// markUnknown records that job's current attempt ended without an answer
+// the middleware can decide on, and may have done work.
+func (m *Middleware) markUnknown(ctx context.Context, job *rivertype.JobRow, st *state) {
+	st.mark(job.Attempt)
+	_ = river.MetadataSet(ctx, MetadataOutcomeUnknown, st.Unknown)
+	_ = river.MetadataSet(ctx, MetadataAttempt, job.Attempt)
 }
 
 // stop ends the job with the core's reason: River discards it when the

@@ -164,13 +164,22 @@ type counts struct {
 
 func (c counts) final() int { return c.completed + c.discarded + c.cancelled }
 
-// reconcileQuery is the package documentation's query: the jobs that
-// stopped after an attempt whose outcome is unknown.
+// reconcileQuery is the package documentation's query (without its
+// trailing semicolon): the jobs that stopped after an attempt whose outcome
+// is unknown.
 func (s *store) reconcileQuery() string {
 	if s.postgres {
-		return `SELECT id FROM river_job WHERE metadata ? 'retry_outcome_unknown' AND state IN ('cancelled', 'discarded')`
+		return `SELECT id, kind, args, state, metadata->'retry_outcome_unknown' AS unknown_attempts, errors
+FROM river_job
+WHERE state IN ('cancelled', 'discarded')
+  AND (metadata ? 'retry_outcome_unknown'
+    OR EXISTS (SELECT 1 FROM unnest(errors) AS e WHERE e->>'error' = 'Stuck job rescued by JobRescuer'))`
 	}
-	return `SELECT id FROM river_job WHERE json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL AND state IN ('cancelled', 'discarded')`
+	return `SELECT id, kind, json(args) AS args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, json(errors) AS errors
+FROM river_job
+WHERE state IN ('cancelled', 'discarded')
+  AND (json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL
+    OR EXISTS (SELECT 1 FROM json_each(errors) WHERE json_extract(value, '$.error') = 'Stuck job rescued by JobRescuer'))`
 }
 
 func (s *store) counts(ctx context.Context) (counts, error) {
