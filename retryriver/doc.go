@@ -12,9 +12,13 @@
 //	}))
 //
 // [Middleware.Config] adds the [Middleware] to River's Middleware, makes it
-// River's RetryPolicy, and sets River's MaxAttempts from the policy. It
-// works the same on every River driver (riverpgxv5, riversqlite,
-// riverdatabasesql).
+// River's RetryPolicy, and sets River's MaxAttempts and JobTimeout from the
+// policy. Every client that inserts these jobs needs the same line, a
+// client that only inserts included: River stamps max_attempts at insert
+// time. It works the same on every River driver (riverpgxv5, riversqlite,
+// riverdatabasesql). The module's README has complete programs for SQLite
+// and PostgreSQL, migration included, and says what bounds the real spacing
+// of attempts (River's fetch polling).
 //
 // # What happens after an attempt
 //
@@ -62,9 +66,10 @@
 // # Attempts, budget, limiter, deadline
 //
 // River's max_attempts is the policy's MaxAttempts ([Middleware.MaxAttempts]:
-// 0 means 4, negative means 32767, the most River stores). A job inserted
-// with its own MaxAttempts keeps it, and the middleware decides with the
-// job's value, so River and the policy always agree on the last attempt.
+// 0 means 4, negative means 32767, the most River stores), stamped on each
+// job by the client that inserts it. A job inserted with its own
+// MaxAttempts keeps it, and the middleware decides with the job's value, so
+// River and the policy always agree on the last attempt.
 //
 // The policy's Budget and Limiter, if any, count the attempts of the worker
 // process that runs the middleware: the Budget gets one deposit per job, at
@@ -74,7 +79,10 @@
 // retries included: a job waits for its token on a timer before its worker
 // runs, holding its worker slot (so MaxWorkers bounds how many wait). Each
 // process has its own; for a limit across processes, divide the rate.
-// Policy.AttemptTimeout bounds each attempt's context. [WithDeadline] gives
+// A job that waits for the Limiter is running in River's eyes: keep
+// River's RescueStuckJobsAfter above the longest wait plus AttemptTimeout
+// (see [Middleware.Config]). Policy.AttemptTimeout bounds each attempt's
+// context, and is River's JobTimeout too. [WithDeadline] gives
 // each job a deadline: no attempt starts after it, and a retry that could
 // not start before it is not scheduled.
 //

@@ -102,18 +102,43 @@ func (m *Middleware) MaxAttempts() int {
 
 // Config returns a copy of cfg (nil means a zero river.Config) that runs
 // every job under the policy: m is appended to its Middleware, it is the
-// RetryPolicy, and MaxAttempts is [Middleware.MaxAttempts]. It is the
-// one-line setup:
+// RetryPolicy, MaxAttempts is [Middleware.MaxAttempts], and, when the
+// policy has an AttemptTimeout, so is JobTimeout. It is the one-line setup:
 //
 //	client, err := river.NewClient(riverpgxv5.New(pool), retryriver.New(policy).Config(&river.Config{
 //		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
 //		Workers: workers,
 //	}))
 //
-// A job inserted with its own MaxAttempts (InsertOpts, JobArgsWithInsertOpts)
-// keeps it: the middleware reads each job's max_attempts, so River and the
-// policy still agree on when it is exhausted. A worker that defines its own
-// NextRetry overrides the schedule for its jobs, as it does in River.
+// Give every client that inserts these jobs the same line, a client that
+// only inserts included (river.NewClient(driver, m.Config(nil))): River
+// stamps a job's max_attempts when it is inserted, from the inserting
+// client's MaxAttempts, whose default is 25, and the middleware honours each
+// job's value. A job inserted with its own MaxAttempts (InsertOpts,
+// JobArgsWithInsertOpts) keeps it, and River and the policy still agree on
+// when it is exhausted. A worker that defines its own NextRetry or Timeout
+// overrides the schedule or the timeout for its jobs, as it does in River.
+//
+// JobTimeout is River's own bound on each attempt's context, applied inside
+// the middleware's, 1 minute unless set: left alone, it would silently cut
+// a longer AttemptTimeout to a minute. Config sets it to the policy's
+// AttemptTimeout rather than refusing or only documenting the clash,
+// because the policy is what should run, and River's stuck-job watch and
+// rescuer then count from the same bound. With no AttemptTimeout, cfg's
+// JobTimeout stays (River's 1 minute if unset; -1 for none).
+//
+// Config leaves RescueStuckJobsAfter alone (River's default is an hour, or
+// JobTimeout plus an hour when that is longer). An attempt that waits for
+// the policy's Limiter is running in River's eyes from the moment it was
+// fetched, and River's rescuer takes back a job that has been running
+// longer than RescueStuckJobsAfter and JobTimeout, even while its worker is
+// alive: it then runs twice, and the middleware marks the first run
+// outcome-unknown. Keep RescueStuckJobsAfter above AttemptTimeout plus the
+// longest limiter wait, about the client's MaxWorkers divided by the
+// limiter's rate (every worker slot waiting its turn), plus a margin for a
+// stalled process. Config cannot compute that bound for every limiter (one
+// shared with other processes waits longer), and River's hour is far above
+// it at any usual rate.
 func (m *Middleware) Config(cfg *river.Config) *river.Config {
 	var c river.Config
 	if cfg != nil {
@@ -122,6 +147,9 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 	c.Middleware = append(slices.Clip(c.Middleware), m)
 	c.RetryPolicy = m
 	c.MaxAttempts = m.MaxAttempts()
+	if m.policy.AttemptTimeout > 0 {
+		c.JobTimeout = m.policy.AttemptTimeout
+	}
 	return &c
 }
 
