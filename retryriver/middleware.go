@@ -19,8 +19,8 @@ import (
 // worker middleware ([rivertype.WorkerMiddleware]), which sees each
 // attempt's error and decides with [retry.Next], and River's
 // [river.ClientRetryPolicy], which hands River the time that decision gave.
-// Install it with [Middleware.Config], which sets both and River's
-// MaxAttempts in one line.
+// Install it with [Middleware.Config], which sets both, and River's
+// MaxAttempts and JobTimeout, in one line.
 //
 // After a failed attempt, in this order: a [river.JobSnooze] or
 // [river.JobCancel] from the worker goes back to River untouched; an error
@@ -154,14 +154,15 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 }
 
 // Work runs one attempt of job under the policy; River calls it around the
-// worker. Before the attempt it stops the job if its deadline has come,
-// paces the attempt with the policy's Limiter (waiting on a timer that the
-// job's context interrupts) and deposits in the Budget once per job, at its
-// first attempt; it bounds the attempt by Policy.AttemptTimeout and the deadline;
-// after a failed attempt it decides as [Middleware] says, records the
-// decision in the job's metadata, and leaves the next attempt's time for
-// [Middleware.NextRetry]. A panic in the worker propagates to River
-// unchanged.
+// worker. Before the attempt it marks the job's earlier attempts whose end
+// it never saw (see [MetadataOutcomeUnknown]), stops the job if its
+// deadline has come, paces the attempt with the policy's Limiter (waiting
+// on a timer that the job's context interrupts) and deposits in the Budget
+// once per job, at its first attempt; it bounds the attempt by
+// Policy.AttemptTimeout and the deadline; after a failed attempt it decides
+// as [Middleware] says, records the decision in the job's metadata, and
+// leaves the next attempt's time for [Middleware.NextRetry]. A panic in the
+// worker propagates to River unchanged, its attempt marked outcome-unknown.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	p := m.policy
 	st := readState(job.Metadata)

@@ -192,7 +192,8 @@ func TestRunPrintsFiguresAndChart(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	out := stdout.String()
 	for _, want := range []string{"delivered", "dead-lettered (discarded)", "cancelled", "outcome-unknown", "attempts",
-		"peak attempts per second", "drain time", "duplicates absorbed by the key", "virtual time", "0 left behind", "chart: " + svg} {
+		"peak attempts per second", "drain time", "duplicates absorbed by the key", "virtual time", "0 left behind", "chart: " + svg,
+		"100 notifications sent, 0 of them more than once (at most 1 per idempotency key); 20 attempts met the outage"} {
 		assert.Contains(t, out, want)
 	}
 	assert.Contains(t, stderr.String(), "delivered", "progress on standard error")
