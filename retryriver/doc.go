@@ -44,9 +44,9 @@
 // Errors that are River's to handle pass through untouched: [river.JobSnooze]
 // and [river.JobCancel] returned by the worker, and any error after River
 // ended the job's context (the client stopping, the job cancelled
-// remotely), whose attempt is marked outcome-unknown first. A worker that uses retry.Do itself returns a [*retry.Error], which the
-// default classifier stops on (retry at one layer: see
-// [retry.DefaultClassifier]).
+// remotely), whose attempt is marked outcome-unknown first. A worker that
+// uses retry.Do itself returns a [*retry.Error], which the default
+// classifier stops on (retry at one layer: see [retry.DefaultClassifier]).
 //
 // # How the decision reaches River
 //
@@ -78,13 +78,14 @@
 // again), and pays for each retry; the Limiter paces every attempt,
 // retries included: a job waits for its token on a timer before its worker
 // runs, holding its worker slot (so MaxWorkers bounds how many wait). Each
-// process has its own; for a limit across processes, divide the rate.
-// A job that waits for the Limiter is running in River's eyes: keep
-// River's RescueStuckJobsAfter above the longest wait plus AttemptTimeout
-// (see [Middleware.Config]). Policy.AttemptTimeout bounds each attempt's
-// context, and is River's JobTimeout too. [WithDeadline] gives
-// each job a deadline: no attempt starts after it, and a retry that could
-// not start before it is not scheduled.
+// process has its own; for a limit across processes, divide the rate. A
+// job that waits for the Limiter is running in River's eyes: keep River's
+// RescueStuckJobsAfter above the longest wait plus AttemptTimeout (see
+// [Middleware.Config]). Policy.AttemptTimeout bounds each attempt's
+// context, and is River's JobTimeout too. [WithDeadline] gives each job a
+// deadline: no attempt starts after it, and a retry that could not start
+// before it is not scheduled (a retry without a decision, after a panic or
+// a rescue, waits for the deadline and is then cancelled).
 //
 // # Outcome unknown, and reconciliation
 //

@@ -34,7 +34,8 @@ const (
 	// next decision (Decorrelated backoff depends on it).
 	MetadataWait = "retry_wait"
 	// MetadataAttempt holds the number of the last attempt whose end the
-	// middleware saw and decided on. An attempt between it and the job's
+	// middleware saw (a failure it decided on, a run River cut off, a
+	// panic). An attempt between it and the job's
 	// current one ended without a word (its worker died, or the rescuer
 	// took it back), unless River stored an error of its own for it: then
 	// it failed before any worker ran.
