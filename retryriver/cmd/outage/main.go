@@ -278,9 +278,11 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	col("duplicates absorbed by the key", r.provider.dups, v(m.get(func(m *modelResult) int { return m.duplicates })))
 	tw.Flush()
 	most, repeated := r.provider.mostSent()
-	fmt.Fprintf(w, "\nprovider: %d notifications sent, %d of them more than once (at most %d per idempotency key); %d attempts met the outage,\n",
-		r.provider.sent(), repeated, most, r.provider.metOutage())
-	fmt.Fprintf(w, "  %d throttled (429), %d replies lost\n", r.provider.throttled, r.provider.lost)
+	mostIn, repeatedIn := r.provider.mostReceived()
+	fmt.Fprintf(w, "\nprovider: received %d requests for %d keys (%d keys more than once, at most %d times);\n",
+		len(r.provider.arrivals), len(r.provider.received), repeatedIn, mostIn)
+	fmt.Fprintf(w, "  %d notifications sent, %d of them more than once (at most %d per idempotency key);\n", r.provider.sent(), repeated, most)
+	fmt.Fprintf(w, "  %d attempts met the outage, %d throttled (429), %d replies lost\n", r.provider.metOutage(), r.provider.throttled, r.provider.lost)
 	fmt.Fprintf(w, "accounted for: %d of %d jobs (delivered, dead-lettered or cancelled), %d left behind\n", f.final(), p.jobs, p.jobs-f.final())
 	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window; drain: from the outage's start until no job was left;\n")
 	fmt.Fprintf(w, " outcome-unknown: jobs with an attempt that timed out, was cut off or whose worker died, marked in metadata %q)\n", "retry_outcome_unknown")

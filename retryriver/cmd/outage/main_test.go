@@ -81,7 +81,9 @@ func assertDrill(t *testing.T, r *result) {
 	assert.GreaterOrEqual(t, r.provider.sent(), r.final.completed)
 	assert.LessOrEqual(t, r.reconciled(), r.final.discarded+r.final.cancelled, "the reconciliation query selects stopped jobs only")
 	most, _ := r.provider.mostSent()
-	t.Logf("notifications sent: %d, at most %d per key; %d requests absorbed by the key", r.provider.sent(), most, r.provider.dups)
+	mostIn, _ := r.provider.mostReceived()
+	t.Logf("requests received: %d, at most %d per key; notifications sent: %d, at most %d per key; %d requests absorbed by the key",
+		len(r.provider.arrivals), mostIn, r.provider.sent(), most, r.provider.dups)
 }
 
 func TestDrill(t *testing.T) {
@@ -165,6 +167,7 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 	}
 
 	deduped := seen(true)
+	assert.Equal(t, map[string]int{"a": 3, "stray": 1}, deduped.received)
 	assert.Equal(t, map[string]int{"a": 1, "stray": 1}, deduped.effects)
 	assert.Equal(t, 1, deduped.dups)
 	assert.Equal(t, []string{"the provider sent 1 notifications for keys no job has"}, check(result(deduped, good)))
@@ -193,7 +196,7 @@ func TestRunPrintsFiguresAndChart(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{"delivered", "dead-lettered (discarded)", "cancelled", "outcome-unknown", "attempts",
 		"peak attempts per second", "drain time", "duplicates absorbed by the key", "virtual time", "0 left behind", "chart: " + svg,
-		"100 notifications sent, 0 of them more than once (at most 1 per idempotency key); 20 attempts met the outage"} {
+		"requests for 100 keys", "100 notifications sent, 0 of them more than once (at most 1 per idempotency key);\n  20 attempts met the outage"} {
 		assert.Contains(t, out, want)
 	}
 	assert.Contains(t, stderr.String(), "delivered", "progress on standard error")

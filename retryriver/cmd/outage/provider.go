@@ -34,6 +34,7 @@ type provider struct {
 	// What it saw, for the report and the checks.
 	arrivals   []time.Duration // since start
 	upAt       time.Duration   // when the first request after the outage came
+	received   map[string]int  // requests, per key
 	down       map[string]int  // requests that met the outage, per key
 	effects    map[string]int  // notifications sent, per key
 	throttled  int
@@ -49,7 +50,7 @@ func newProvider(p params, seed uint64, dedupe bool) (*provider, error) {
 		return nil, err
 	}
 	pr := &provider{p: p, dedupe: dedupe, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		down: make(map[string]int), effects: make(map[string]int), win: -1}
+		received: make(map[string]int), down: make(map[string]int), effects: make(map[string]int), win: -1}
 	pr.srv = &http.Server{Handler: pr, ReadHeaderTimeout: 10 * time.Second}
 	pr.url = "http://" + ln.Addr().String() + "/notify"
 	go pr.srv.Serve(ln)
@@ -74,6 +75,7 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	at := now.Sub(pr.start)
 	pr.arrivals = append(pr.arrivals, at)
+	pr.received[key]++
 	if len(pr.arrivals) <= pr.p.outage {
 		pr.down[key]++
 		pr.mu.Unlock()
@@ -117,6 +119,7 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type stats struct {
 	arrivals              []time.Duration // sorted
 	upAt                  time.Duration   // 0 if the outage never ended
+	received              map[string]int  // requests, per key
 	down                  map[string]int  // requests that met the outage, per key
 	effects               map[string]int  // notifications sent, per key
 	throttled, lost, dups int
@@ -127,7 +130,7 @@ func (pr *provider) stats() stats {
 	defer pr.mu.Unlock()
 	a := slices.Clone(pr.arrivals)
 	slices.Sort(a)
-	return stats{arrivals: a, upAt: pr.upAt, down: maps.Clone(pr.down), effects: maps.Clone(pr.effects),
+	return stats{arrivals: a, upAt: pr.upAt, received: maps.Clone(pr.received), down: maps.Clone(pr.down), effects: maps.Clone(pr.effects),
 		throttled: pr.throttled, lost: pr.lost, dups: pr.duplicates}
 }
 
@@ -147,6 +150,18 @@ func (s stats) metOutage() int {
 // many keys were sent more than once.
 func (s stats) mostSent() (most, repeated int) {
 	for _, n := range s.effects {
+		most = max(most, n)
+		if n > 1 {
+			repeated++
+		}
+	}
+	return most, repeated
+}
+
+// mostReceived returns the most requests the provider received for one
+// key, and how many keys it received more than one request for.
+func (s stats) mostReceived() (most, repeated int) {
+	for _, n := range s.received {
 		most = max(most, n)
 		if n > 1 {
 			repeated++
