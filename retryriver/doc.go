@@ -12,9 +12,13 @@
 //	}))
 //
 // [Middleware.Config] adds the [Middleware] to River's Middleware, makes it
-// River's RetryPolicy, and sets River's MaxAttempts from the policy. It
-// works the same on every River driver (riverpgxv5, riversqlite,
-// riverdatabasesql).
+// River's RetryPolicy, and sets River's MaxAttempts and JobTimeout from the
+// policy. Every client that inserts these jobs needs the same line, a
+// client that only inserts included: River stamps max_attempts at insert
+// time. It works the same on every River driver (riverpgxv5, riversqlite,
+// riverdatabasesql). The module's README has complete programs for SQLite
+// and PostgreSQL, migration included, and says what bounds the real spacing
+// of attempts (River's fetch polling).
 //
 // # What happens after an attempt
 //
@@ -39,10 +43,10 @@
 //
 // Errors that are River's to handle pass through untouched: [river.JobSnooze]
 // and [river.JobCancel] returned by the worker, and any error after River
-// ended the job's context (the client stopping, the job cancelled remotely).
-// A worker that uses retry.Do itself returns a [*retry.Error], which the
-// default classifier stops on (retry at one layer: see
-// [retry.DefaultClassifier]).
+// ended the job's context (the client stopping, the job cancelled
+// remotely), whose attempt is marked outcome-unknown first. A worker that
+// uses retry.Do itself returns a [*retry.Error], which the default
+// classifier stops on (retry at one layer: see [retry.DefaultClassifier]).
 //
 // # How the decision reaches River
 //
@@ -62,42 +66,65 @@
 // # Attempts, budget, limiter, deadline
 //
 // River's max_attempts is the policy's MaxAttempts ([Middleware.MaxAttempts]:
-// 0 means 4, negative means 32767, the most River stores). A job inserted
-// with its own MaxAttempts keeps it, and the middleware decides with the
-// job's value, so River and the policy always agree on the last attempt.
+// 0 means 4, negative means 32767, the most River stores), stamped on each
+// job by the client that inserts it. A job inserted with its own
+// MaxAttempts keeps it, and the middleware decides with the job's value, so
+// River and the policy always agree on the last attempt.
 //
 // The policy's Budget and Limiter, if any, count the attempts of the worker
-// process that runs the middleware: the Budget gets a deposit at each job's
-// first attempt and pays for each retry; the Limiter paces every attempt,
+// process that runs the middleware: the Budget gets one deposit per job, at
+// its first attempt (a snooze or a client stop gives the job its attempt
+// number back, and a flag in its metadata keeps that run from depositing
+// again), and pays for each retry; the Limiter paces every attempt,
 // retries included: a job waits for its token on a timer before its worker
 // runs, holding its worker slot (so MaxWorkers bounds how many wait). Each
-// process has its own; for a limit across processes, divide the rate.
-// Policy.AttemptTimeout bounds each attempt's context. [WithDeadline] gives
-// each job a deadline: no attempt starts after it, and a retry that could
-// not start before it is not scheduled.
+// process has its own; for a limit across processes, divide the rate. A
+// job that waits for the Limiter is running in River's eyes: keep River's
+// RescueStuckJobsAfter above the longest wait plus AttemptTimeout (see
+// [Middleware.Config]). Policy.AttemptTimeout bounds each attempt's
+// context, and is River's JobTimeout too. [WithDeadline] gives each job a
+// deadline: no attempt starts after it, and a retry that could not start
+// before it is not scheduled (a retry without a decision, after a panic or
+// a rescue, waits for the deadline and is then cancelled).
 //
 // # Outcome unknown, and reconciliation
 //
-// An attempt whose outcome is unknown ([retry.OutcomeUnknown]: a timeout, a
-// connection broken after the request was sent), or whose worker process
-// died during it, may have taken effect. The middleware lists such attempts
-// in the job's metadata under [MetadataOutcomeUnknown]. The jobs that
-// stopped (cancelled or discarded) after such an attempt need reconciling
-// before their work is done again by other means; one query finds them. On
-// PostgreSQL:
+// An attempt may have taken effect although it failed when its outcome is
+// unknown ([retry.OutcomeUnknown]: a timeout, a connection broken after the
+// request was sent), when River cut it off (the job cancelled remotely, a
+// client stopping with StopAndCancel or its SoftStopTimeout), when its
+// worker panicked, and when it never reported its end (its worker process
+// died, or River's rescuer took the job back from a worker that hung). The
+// middleware lists such attempts in the job's metadata under
+// [MetadataOutcomeUnknown]: at once for the first three; for the last, when
+// the job's next attempt starts, before anything can end it. An attempt
+// River failed before any worker ran (a client that does not know the
+// job's kind, as in a rolling deploy) is not listed: nothing ran.
+//
+// The jobs that stopped (cancelled or discarded) after such an attempt need
+// reconciling before their work is done again by other means; one query
+// finds them. A job can stop after a rescue with no attempt of the
+// middleware's after it (cancelled while it waited, or discarded by the
+// rescuer at its last attempt), so the query also looks for the rescuer's
+// error. On PostgreSQL:
 //
 //	SELECT id, kind, args, state, metadata->'retry_outcome_unknown' AS unknown_attempts, errors
 //	FROM river_job
-//	WHERE metadata ? 'retry_outcome_unknown' AND state IN ('cancelled', 'discarded');
+//	WHERE state IN ('cancelled', 'discarded')
+//	  AND (metadata ? 'retry_outcome_unknown'
+//	    OR EXISTS (SELECT 1 FROM unnest(errors) AS e WHERE e->>'error' = 'Stuck job rescued by JobRescuer'));
 //
 // On SQLite:
 //
-//	SELECT id, kind, args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, errors
+//	SELECT id, kind, json(args) AS args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, json(errors) AS errors
 //	FROM river_job
-//	WHERE json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL AND state IN ('cancelled', 'discarded');
+//	WHERE state IN ('cancelled', 'discarded')
+//	  AND (json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL
+//	    OR EXISTS (SELECT 1 FROM json_each(errors) WHERE json_extract(value, '$.error') = 'Stuck job rescued by JobRescuer'));
 //
 // Without the state condition the query also finds completed jobs that may
 // have done their work twice (harmless with an idempotency key). The
 // middleware also records [MetadataStop] (why the policy stopped the job),
-// [MetadataWait] and [MetadataAttempt].
+// [MetadataWait] and [MetadataAttempt], and retry_deposited (the job's
+// Budget deposit is made).
 package retryriver

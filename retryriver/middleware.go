@@ -19,12 +19,14 @@ import (
 // worker middleware ([rivertype.WorkerMiddleware]), which sees each
 // attempt's error and decides with [retry.Next], and River's
 // [river.ClientRetryPolicy], which hands River the time that decision gave.
-// Install it with [Middleware.Config], which sets both and River's
-// MaxAttempts in one line.
+// Install it with [Middleware.Config], which sets both, and River's
+// MaxAttempts and JobTimeout, in one line.
 //
-// After a failed attempt, in this order: an error from a job whose context
-// River ended (client stopping, job cancelled remotely) or a [river.JobSnooze]
-// or [river.JobCancel] from the worker goes back to River untouched; an error
+// After a failed attempt, in this order: a [river.JobSnooze] or
+// [river.JobCancel] from the worker goes back to River untouched; an error
+// from a job whose context River ended (client stopping, job cancelled
+// remotely) goes back to River too, its attempt marked outcome-unknown
+// (see [MetadataOutcomeUnknown]); an error
 // the policy stops on ([retry.Permanent], classified Stop, a server delay
 // above MaxRetryAfter, no time left before the job's deadline, the budget
 // refusing the retry) cancels the job at once with a [*retry.Error] that
@@ -99,18 +101,43 @@ func (m *Middleware) MaxAttempts() int {
 
 // Config returns a copy of cfg (nil means a zero river.Config) that runs
 // every job under the policy: m is appended to its Middleware, it is the
-// RetryPolicy, and MaxAttempts is [Middleware.MaxAttempts]. It is the
-// one-line setup:
+// RetryPolicy, MaxAttempts is [Middleware.MaxAttempts], and, when the
+// policy has an AttemptTimeout, so is JobTimeout. It is the one-line setup:
 //
 //	client, err := river.NewClient(riverpgxv5.New(pool), retryriver.New(policy).Config(&river.Config{
 //		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
 //		Workers: workers,
 //	}))
 //
-// A job inserted with its own MaxAttempts (InsertOpts, JobArgsWithInsertOpts)
-// keeps it: the middleware reads each job's max_attempts, so River and the
-// policy still agree on when it is exhausted. A worker that defines its own
-// NextRetry overrides the schedule for its jobs, as it does in River.
+// Give every client that inserts these jobs the same line, a client that
+// only inserts included (river.NewClient(driver, m.Config(nil))): River
+// stamps a job's max_attempts when it is inserted, from the inserting
+// client's MaxAttempts, whose default is 25, and the middleware honours each
+// job's value. A job inserted with its own MaxAttempts (InsertOpts,
+// JobArgsWithInsertOpts) keeps it, and River and the policy still agree on
+// when it is exhausted. A worker that defines its own NextRetry or Timeout
+// overrides the schedule or the timeout for its jobs, as it does in River.
+//
+// JobTimeout is River's own bound on each attempt's context, applied inside
+// the middleware's, 1 minute unless set: left alone, it would silently cut
+// a longer AttemptTimeout to a minute. Config sets it to the policy's
+// AttemptTimeout rather than refusing or only documenting the clash,
+// because the policy is what should run, and River's stuck-job watch and
+// rescuer then count from the same bound. With no AttemptTimeout, cfg's
+// JobTimeout stays (River's 1 minute if unset; -1 for none).
+//
+// Config leaves RescueStuckJobsAfter alone (River's default is an hour, or
+// JobTimeout plus an hour when that is longer). An attempt that waits for
+// the policy's Limiter is running in River's eyes from the moment it was
+// fetched, and River's rescuer takes back a job that has been running
+// longer than RescueStuckJobsAfter and JobTimeout, even while its worker is
+// alive: it then runs twice, and the middleware marks the first run
+// outcome-unknown. Keep RescueStuckJobsAfter above AttemptTimeout plus the
+// longest limiter wait, about the client's MaxWorkers divided by the
+// limiter's rate (every worker slot waiting its turn), plus a margin for a
+// stalled process. Config cannot compute that bound for every limiter (one
+// shared with other processes waits longer), and River's hour is far above
+// it at any usual rate.
 func (m *Middleware) Config(cfg *river.Config) *river.Config {
 	var c river.Config
 	if cfg != nil {
@@ -119,22 +146,32 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 	c.Middleware = append(slices.Clip(c.Middleware), m)
 	c.RetryPolicy = m
 	c.MaxAttempts = m.MaxAttempts()
+	if m.policy.AttemptTimeout > 0 {
+		c.JobTimeout = m.policy.AttemptTimeout
+	}
 	return &c
 }
 
 // Work runs one attempt of job under the policy; River calls it around the
-// worker. Before the attempt it stops the job if its deadline has come,
-// paces the attempt with the policy's Limiter (waiting on a timer that the
-// job's context interrupts) and deposits in the Budget on the job's first
-// attempt; it bounds the attempt by Policy.AttemptTimeout and the deadline;
-// after a failed attempt it decides as [Middleware] says, records the
-// decision in the job's metadata, and leaves the next attempt's time for
-// [Middleware.NextRetry]. A panic in the worker propagates to River
-// unchanged.
+// worker. Before the attempt it marks the job's earlier attempts whose end
+// it never saw (see [MetadataOutcomeUnknown]), stops the job if its
+// deadline has come, paces the attempt with the policy's Limiter (waiting
+// on a timer that the job's context interrupts) and deposits in the Budget
+// once per job, at its first attempt; it bounds the attempt by
+// Policy.AttemptTimeout and the deadline; after a failed attempt it decides
+// as [Middleware] says, records the decision in the job's metadata, and
+// leaves the next attempt's time for [Middleware.NextRetry]. A panic in the
+// worker propagates to River unchanged, its attempt marked outcome-unknown.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	p := m.policy
 	st := readState(job.Metadata)
-	lost := st.lostAttempts(job.Attempt)
+	if st.lostAttempts(job.Attempt, job.Errors) {
+		// Written now, not when this attempt ends: River stores the metadata
+		// set during a run with whatever ends it (the worker's JobCancel or
+		// JobSnooze, a remote cancel, a stop, a panic), so the mark survives
+		// them all.
+		_ = river.MetadataSet(ctx, MetadataOutcomeUnknown, st.Unknown)
+	}
 	deadline := m.jobDeadline(job)
 
 	if reason := p.Pace(ctx, deadline); reason != nil {
@@ -147,15 +184,13 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		return m.stop(ctx, job, &st, reason, nil, time.Now())
 	}
 	now := time.Now()
-	if p.Budget != nil && job.Attempt <= 1 {
+	if p.Budget != nil && job.Attempt <= 1 && !st.Deposited {
 		p.Budget.Deposit(now)
+		_ = river.MetadataSet(ctx, metadataDeposited, true)
 	}
 
-	err := attempt(ctx, now, p.AttemptTimeout, deadline, doInner)
+	err := m.run(ctx, job, &st, now, deadline, doInner)
 	if err == nil {
-		if lost {
-			m.record(ctx, job, &st, 0, "")
-		}
 		if p.Observe != nil {
 			end := time.Now()
 			p.Observe(ctx, retry.Event{Attempt: job.Attempt, Duration: end.Sub(now), Elapsed: end.Sub(job.CreatedAt)})
@@ -166,14 +201,22 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	}
 	began := now
 	var snooze *rivertype.JobSnoozeError
-	if ctx.Err() != nil || errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{}) {
+	if errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{}) {
+		return err // the worker's own answer, for River to carry out
+	}
+	if ctx.Err() != nil {
+		// River ended the job's context during the attempt (the job was
+		// cancelled remotely, or the client is stopping with StopAndCancel or
+		// its SoftStopTimeout): the attempt was cut off, and may have done
+		// work. River cancels the job, or makes it available again with the
+		// same attempt number, and stores the mark either way.
+		m.markUnknown(ctx, job, &st)
 		return err
 	}
 	now = time.Now()
 	unknown := retry.OutcomeUnknown(err)
-	if unknown && !slices.Contains(st.Unknown, job.Attempt) {
-		st.Unknown = append(st.Unknown, job.Attempt)
-		lost = true
+	if unknown {
+		st.mark(job.Attempt)
 	}
 	observed := retry.Event{Attempt: job.Attempt, Err: err, Duration: now.Sub(began), Elapsed: now.Sub(job.CreatedAt),
 		OutcomeUnknown: unknown}
@@ -209,6 +252,29 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		p.Observe(ctx, observed)
 	}
 	return err
+}
+
+// run makes the attempt. A worker that panics may have done work first: its
+// attempt is marked outcome-unknown on the way out, and the panic goes on
+// to River unchanged, which stores the mark with the panic's error.
+func (m *Middleware) run(ctx context.Context, job *rivertype.JobRow, st *state, now, deadline time.Time, doInner func(context.Context) error) error {
+	returned := false
+	defer func() {
+		if !returned {
+			m.markUnknown(ctx, job, st)
+		}
+	}()
+	err := attempt(ctx, now, m.policy.AttemptTimeout, deadline, doInner)
+	returned = true
+	return err
+}
+
+// markUnknown records that job's current attempt ended without an answer
+// the middleware can decide on, and may have done work.
+func (m *Middleware) markUnknown(ctx context.Context, job *rivertype.JobRow, st *state) {
+	st.mark(job.Attempt)
+	_ = river.MetadataSet(ctx, MetadataOutcomeUnknown, st.Unknown)
+	_ = river.MetadataSet(ctx, MetadataAttempt, job.Attempt)
 }
 
 // stop ends the job with the core's reason: River discards it when the
@@ -263,9 +329,12 @@ func (m *Middleware) record(ctx context.Context, job *rivertype.JobRow, st *stat
 // When Work made no decision for this attempt (the worker panicked, River's
 // rescuer is retrying a job whose worker died, or an error from outside the
 // middleware), it applies the policy's backoff to the attempt number, with
-// no server delay, since there is no error to read one from; if the policy
-// leaves no time for another attempt it returns now, and the next attempt's
-// Work stops the job. It is safe for concurrent use.
+// no server delay, since there is no error to read one from. If that
+// backoff leaves no time for another attempt before the job's deadline, it
+// returns the deadline (now if that has passed): River cannot be told to
+// stop from here, so the job waits, no longer than the backoff it would
+// have waited, and the next Work cancels it with [retry.ErrNoTimeLeft]
+// without running the worker. It is safe for concurrent use.
 func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
 	now := time.Now()
 	if at, ok := m.handoff.take(job.ID, job.Attempt); ok {
@@ -280,8 +349,15 @@ func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
 	if m.policy.Rand != nil {
 		u = m.policy.Rand
 	}
-	wait, reason := retry.Next(p, job.Attempt, readState(job.Metadata).prevWait, errNoDecision, now, m.jobDeadline(job), u())
+	deadline := m.jobDeadline(job)
+	wait, reason := retry.Next(p, job.Attempt, readState(job.Metadata).prevWait, errNoDecision, now, deadline, u())
 	if reason != nil {
+		// No time left (the only reason Next can give for this error and no
+		// attempt limit). Now would run the job again at once, and Work would
+		// let that attempt start, since only the wait did not fit.
+		if deadline.After(now) {
+			return deadline.UTC()
+		}
 		return now.UTC()
 	}
 	return now.Add(wait).UTC()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,9 +340,20 @@ func TestNextRetryWithoutDecisionUsesBackoff(t *testing.T) {
 	assert.False(t, got.Before(before.Add(want)), "NextRetry = %v, want now + %v", got, want)
 	assert.False(t, got.After(after.Add(want)), "NextRetry = %v, want now + %v", got, want)
 
-	// A deadline that leaves no time: now, and the next attempt's Work stops the job.
-	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return time.Now().Add(time.Second) }))
+	// A deadline that leaves no time for the backoff: the deadline, where the
+	// next attempt's Work stops the job without running it; never now, which
+	// would run it again at once.
+	deadline := time.Now().Add(time.Second).Truncate(time.Microsecond)
+	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return deadline }))
+	assert.Equal(t, deadline.UTC(), m.NextRetry(job), "NextRetry with a deadline the backoff does not fit")
+
+	// A deadline already passed: now (River refuses a time in the past), and
+	// the next Work stops the job at once.
+	passed := time.Now().Add(-time.Second)
+	m = retryriver.New(policy, retryriver.WithDeadline(func(*rivertype.JobRow) time.Time { return passed }))
+	before = time.Now()
 	got = m.NextRetry(job)
+	assert.False(t, got.Before(before), "NextRetry = %v, before now %v", got, before)
 	assert.False(t, got.After(time.Now()), "NextRetry = %v, want now", got)
 }
 
@@ -373,3 +385,62 @@ func TestConfigCopies(t *testing.T) {
 }
 
 type otherMiddleware struct{ river.MiddlewareDefaults }
+
+// A worker that panics leaves NextRetry without a decision. When the
+// policy's backoff does not fit before the job's deadline, the job must stop
+// (cancelled, no time left) instead of being run again at once: before the
+// fix NextRetry returned now, and River reran the panicking job back to back
+// until the deadline.
+func TestPanicWithNoTimeLeftStops(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			const left = 2 * time.Second
+			m := retryriver.New(retry.Policy{MaxAttempts: 20, Backoff: retry.Constant(10 * time.Second)},
+				retryriver.WithDeadline(func(job *rivertype.JobRow) time.Time { return job.CreatedAt.Add(left) }))
+			var runs atomic.Int32
+			job, _ := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error {
+				runs.Add(1)
+				panic("worker bug")
+			})
+			assert.Equal(t, int32(1), runs.Load(), "runs of a job whose retry cannot fit before its deadline")
+			assert.Equal(t, rivertype.JobStateCancelled, job.State)
+			require.Equal(t, 2, len(job.Errors), "errors stored: the panic, then the stop")
+			assert.Contains(t, job.Errors[1].Error, "retry: gave up after 1 attempt (no time left before the deadline)")
+			assert.Equal(t, "no time left before the deadline", metadata(t, job.Metadata)[retryriver.MetadataStop])
+		})
+	}
+}
+
+// A snooze gives the job its attempt number back, so a job snoozed at its
+// first attempt comes back as attempt 1 again: it must not deposit in the
+// Budget again. With a ratio of 1, one job earns one retry however often it
+// snoozed first; before the fix each of its 4 snoozes deposited again and
+// paid for 4 more retries.
+func TestSnoozeDepositsOnce(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			budget := retry.NewBudget(1, 0)
+			m := retryriver.New(retry.Policy{MaxAttempts: 5, Backoff: retry.Constant(time.Millisecond), Budget: budget})
+			var runs atomic.Int32
+			job, attempts := runJob(t, b, m, func(_ context.Context, job *river.Job[failArgs]) error {
+				if runs.Add(1) <= 4 {
+					return river.JobSnooze(time.Millisecond)
+				}
+				return errFlaky
+			})
+			assert.Equal(t, int32(6), runs.Load(), "4 snoozes, the first attempt and its one paid retry")
+			var numbers []int
+			for _, r := range attempts {
+				numbers = append(numbers, r.attempt)
+			}
+			assert.Equal(t, []int{1, 1, 1, 1, 1, 2}, numbers, "attempt numbers River gave the runs")
+			assert.Equal(t, rivertype.JobStateCancelled, job.State)
+			assert.Equal(t, "retry budget exhausted", metadata(t, job.Metadata)[retryriver.MetadataStop])
+			assert.Zero(t, budget.Balance())
+		})
+	}
+}

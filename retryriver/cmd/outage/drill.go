@@ -21,20 +21,48 @@ type config struct {
 	svg          string
 	seed         uint64
 	keep         bool
-	timeout      time.Duration
+	timeout      time.Duration // give up if the jobs are not all final by then; 0: never
+	// stall gives up once no job has become final and the provider has had
+	// no request for this long (0: never): a bound on a drill that is stuck,
+	// not on one that runs slowly on a loaded machine.
+	stall time.Duration
 }
 
 // result is what one run of the drill measured.
 type result struct {
 	db         string
 	p          params
+	marks      bool // the retryriver middleware ran the jobs, so attempts are marked
 	final      counts
+	jobs       []outcome
 	provider   stats
 	peak       int
 	drain      time.Duration
 	crashAt    time.Duration // 0 without a crash
 	crashFinal int           // jobs final when the worker was killed
-	crashRun   int           // jobs running when it was killed
+	killed     []int64       // the jobs it was running
+}
+
+// unknown returns the jobs marked outcome-unknown and their marked attempts.
+func (r *result) unknown() (jobs, attempts int) {
+	for _, o := range r.jobs {
+		if o.unknown > 0 {
+			jobs++
+			attempts += o.unknown
+		}
+	}
+	return jobs, attempts
+}
+
+// reconciled returns the jobs the reconciliation query selects.
+func (r *result) reconciled() int {
+	n := 0
+	for _, o := range r.jobs {
+		if o.reconcile {
+			n++
+		}
+	}
+	return n
 }
 
 // drill runs the outage once: it makes the database and the provider,
@@ -54,7 +82,7 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	if c.keep {
 		fmt.Fprintf(stderr, "outage: keeping the database: %s %s\n", s.dsn, s.schema)
 	}
-	pr, err := newProvider(p, c.seed)
+	pr, err := newProvider(p, c.seed, true)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +94,7 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	wc := workerConfig{postgres: s.postgres, dsn: s.dsn, schema: s.schema, providerURL: pr.url,
 		scale: c.scale, riverDefault: c.riverDefault, workers: c.workers}
 
-	r := &result{db: s.name(), p: p}
+	r := &result{db: s.name(), p: p, marks: !c.riverDefault}
 	launched := time.Now()
 	stopWorker, err := startWorker(ctx, wc, c.crash, stderr)
 	if err != nil {
@@ -76,7 +104,11 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 
 	crashed := !c.crash
 	lastReport := launched
-	deadline := launched.Add(c.timeout)
+	var deadline time.Time
+	if c.timeout > 0 {
+		deadline = launched.Add(c.timeout)
+	}
+	lastFinal, lastArrivals, progressed := -1, -1, launched
 	for {
 		cnt, err := s.counts(ctx)
 		if err != nil {
@@ -96,24 +128,36 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 		}
 		if !crashed && cnt.final() >= p.jobs*3/10 && cnt.running > 0 {
 			// Kill the worker process in the middle of the drill, with
-			// jobs in flight, and start a new one.
+			// jobs in flight, and start a new one. The jobs still running
+			// once it is dead are the ones it was running: no one else can
+			// end them but River's rescuer.
 			crashed = true
-			r.crashAt, r.crashFinal, r.crashRun = now.Sub(start), cnt.final(), cnt.running
+			r.crashAt, r.crashFinal = now.Sub(start), cnt.final()
 			stopWorker(true)
+			if r.killed, err = s.running(ctx); err != nil {
+				return nil, fmt.Errorf("outage: reading the jobs: %w", err)
+			}
 			fmt.Fprintf(stderr, "outage: %5.1fs  killed the worker process (SIGKILL) with %d jobs running; starting a new one\n",
-				r.crashAt.Seconds(), cnt.running)
+				r.crashAt.Seconds(), len(r.killed))
 			if stopWorker, err = startWorker(ctx, wc, true, stderr); err != nil {
 				return nil, err
 			}
 		}
+		st := pr.stats()
+		if cnt.final() != lastFinal || len(st.arrivals) != lastArrivals {
+			lastFinal, lastArrivals, progressed = cnt.final(), len(st.arrivals), now
+		}
 		if now.Sub(lastReport) >= time.Second {
 			lastReport = now
-			st := pr.stats()
 			fmt.Fprintf(stderr, "outage: %5.1fs  delivered %5d  dead-lettered %4d  cancelled %4d  waiting %5d  attempts %6d (last second %d)\n",
 				now.Sub(start).Seconds(), cnt.completed, cnt.discarded, cnt.cancelled, cnt.other, len(st.arrivals), lastSecond(st.arrivals, now.Sub(start)))
 		}
-		if now.After(deadline) {
+		if !deadline.IsZero() && now.After(deadline) {
 			return nil, fmt.Errorf("outage: %d of %d jobs still not final after %v: %+v", p.jobs-cnt.final(), p.jobs, c.timeout, cnt)
+		}
+		if c.stall > 0 && now.Sub(progressed) > c.stall {
+			return nil, fmt.Errorf("outage: stuck: for %v no job became final and the provider had no request; %d of %d jobs not final: %+v",
+				c.stall, p.jobs-cnt.final(), p.jobs, cnt)
 		}
 		select {
 		case <-ctx.Done():
@@ -121,7 +165,7 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if err := s.outcomes(ctx, &r.final); err != nil {
+	if r.jobs, err = s.outcomes(ctx); err != nil {
 		return nil, err
 	}
 	r.provider = pr.stats()

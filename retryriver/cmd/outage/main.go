@@ -1,14 +1,15 @@
 // Command outage runs the seed's outage drill for real: 10,000 notification
-// jobs go through River workers to a loopback provider that is down for
-// 10 s and then throttles with 429 and Retry-After, under the policy of the
-// seed (5 attempts, Exponential{500ms, 30s} full jitter, a 2 s attempt
-// timeout, a 200/s limiter for every attempt, an idempotency key per
-// notification that the provider deduplicates on), plugged into River with
-// retryriver. It prints delivered, dead-lettered, cancelled and
-// outcome-unknown jobs, attempts, the peak attempts per second and the drain
-// time, beside the same drill in virtual time, and writes an SVG chart of
-// attempts per second with the outage marked. Progress goes to standard
-// error.
+// jobs go through River workers to a loopback provider that is down for its
+// first 2,000 requests (10 s of the limiter's rate) and then throttles with
+// 429 and Retry-After, under the policy of the seed (5 attempts,
+// Exponential{500ms, 30s} full jitter, a 2 s attempt timeout, a 200/s
+// limiter for every attempt, an idempotency key per notification that the
+// provider deduplicates on), plugged into River with retryriver. It prints
+// delivered, dead-lettered, cancelled and outcome-unknown jobs, attempts,
+// the peak attempts per second, the drain time and what the provider sent
+// per idempotency key, beside the same drill in virtual time, and writes an
+// SVG chart of attempts per second with the outage marked. Progress goes to
+// standard error.
 //
 // From the repository root:
 //
@@ -28,8 +29,12 @@
 //	-timeout d    give up if the jobs are not all final by then (default 30m)
 //
 // It exits with status 1 if any job is left behind or any figure fails its
-// check (every job delivered, dead-lettered or cancelled; each notification
-// sent at most once; every delivered job sent).
+// check: every job delivered, dead-lettered or cancelled; each
+// notification sent at most once (the provider counts what it sends per
+// idempotency key); every delivered job's notification sent; and, with the
+// retryriver policy, every job that met the outage, and every job the
+// crash drill's killed process was running, marked outcome-unknown or
+// found by the reconciliation query.
 package main
 
 import (
@@ -111,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bin := max(100*time.Millisecond, time.Duration(float64(time.Second)*c.scale))
 	ch := chart{
 		title:    fmt.Sprintf("Outage drill on River (%s, %s): attempts per second at the provider", r.db, policyName(c)),
-		arrivals: r.provider.arrivals, bin: bin, outage: r.p.outage, capacity: float64(r.p.capacity), drain: r.drain, crashAt: r.crashAt,
+		arrivals: r.provider.arrivals, bin: bin, outage: r.provider.upAt, capacity: float64(r.p.capacity), drain: r.drain, crashAt: r.crashAt,
 	}
 	if !c.riverDefault {
 		ch.limit = r.p.limit
@@ -149,19 +154,66 @@ func policyName(c config) string {
 	return "retryriver policy"
 }
 
-// check returns what is wrong with a result: a job left behind, a
-// notification sent twice, a delivered job the provider never sent.
+// check returns what is wrong with a result, from what the database and
+// the provider recorded, whatever the machine's speed: a job left behind; a
+// notification the provider sent more than once (effects per idempotency
+// key, counted where the provider sends), or for a key no job has; a
+// delivered job whose notification was never sent; and, under the
+// retryriver middleware, an attempt that met the outage (it timed out, so
+// it may have done work) whose job is not marked outcome-unknown, or a job
+// the crash drill's killed process was running that is neither marked nor
+// selected by the reconciliation query.
 func check(r *result) []string {
 	var out []string
 	f := r.final
 	if f.final() != r.p.jobs || f.other != 0 {
 		out = append(out, fmt.Sprintf("%d jobs accounted for of %d, %d left", f.final(), r.p.jobs, f.other))
 	}
-	if r.provider.sent > r.p.jobs {
-		out = append(out, fmt.Sprintf("the provider sent %d notifications for %d jobs", r.provider.sent, r.p.jobs))
+	byKey := make(map[string]outcome, len(r.jobs))
+	for _, o := range r.jobs {
+		byKey[o.key] = o
 	}
-	if f.completed > r.provider.sent {
-		out = append(out, fmt.Sprintf("%d jobs delivered but only %d notifications sent", f.completed, r.provider.sent))
+	if most, repeated := r.provider.mostSent(); repeated > 0 {
+		out = append(out, fmt.Sprintf("the provider sent %d notifications more than once (one of them %d times)", repeated, most))
+	}
+	stray := 0
+	for key := range r.provider.effects {
+		if _, ok := byKey[key]; !ok {
+			stray++
+		}
+	}
+	if stray > 0 {
+		out = append(out, fmt.Sprintf("the provider sent %d notifications for keys no job has", stray))
+	}
+	unsent, unmarked := 0, 0
+	for _, o := range r.jobs {
+		if o.state == "completed" && r.provider.effects[o.key] == 0 {
+			unsent++
+		}
+		if r.marks && r.provider.down[o.key] > 0 && o.unknown == 0 {
+			unmarked++
+		}
+	}
+	if unsent > 0 {
+		out = append(out, fmt.Sprintf("%d jobs delivered whose notification was never sent", unsent))
+	}
+	if unmarked > 0 {
+		out = append(out, fmt.Sprintf("%d jobs met the outage (an attempt timed out) but are not marked outcome-unknown", unmarked))
+	}
+	if r.marks {
+		ids := make(map[int64]outcome, len(r.jobs))
+		for _, o := range r.jobs {
+			ids[o.id] = o
+		}
+		lost := 0
+		for _, id := range r.killed {
+			if o := ids[id]; o.unknown == 0 && !o.reconcile {
+				lost++
+			}
+		}
+		if lost > 0 {
+			out = append(out, fmt.Sprintf("%d of the %d jobs running when the worker was killed are neither marked outcome-unknown nor reconciled", lost, len(r.killed)))
+		}
 	}
 	return out
 }
@@ -169,7 +221,8 @@ func check(r *result) []string {
 func report(w io.Writer, c config, r *result, m *modelResult) {
 	p := r.p
 	fmt.Fprintf(w, "OUTAGE DRILL on River, real time: %d notification jobs on %s (scale %g)\n", p.jobs, r.db, p.scale)
-	fmt.Fprintf(w, "provider: down for %v (it accepts and never answers: each attempt times out), then serves %d requests per %v;\n", p.outage, p.capacity, p.window)
+	fmt.Fprintf(w, "provider: down for its first %d requests (%v at the limiter's rate; it accepts them and never answers: each attempt times out),\n", p.outage, time.Duration(float64(p.outage)/p.limit*float64(time.Second)))
+	fmt.Fprintf(w, "  then serves %d requests per %v;\n", p.capacity, p.window)
 	fmt.Fprintf(w, "  above that 429 with Retry-After and retry-after-ms until the window resets; %.0f%% of served replies are lost;\n", 100*p.lostReplies)
 	fmt.Fprintf(w, "  it deduplicates on each notification's Idempotency-Key\n")
 	if c.riverDefault {
@@ -180,7 +233,7 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	}
 	fmt.Fprintf(w, "workers: %d River workers per process", c.workers)
 	if r.crashAt > 0 {
-		fmt.Fprintf(w, "; the worker process was killed (SIGKILL) at %.1f s, with %d jobs final and %d running, and a new one started", r.crashAt.Seconds(), r.crashFinal, r.crashRun)
+		fmt.Fprintf(w, "; the worker process was killed (SIGKILL) at %.1f s, with %d jobs final and %d running, and a new one started", r.crashAt.Seconds(), r.crashFinal, len(r.killed))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
@@ -211,7 +264,8 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	col("cancelled", f.cancelled, v(0))
 	unknown := "not marked (no retryriver middleware)"
 	if !c.riverDefault {
-		unknown = fmt.Sprintf("%d jobs (%d attempts); %d not delivered (reconciliation query)", f.unknownJobs, f.unknownAttempts, f.reconcile)
+		jobs, attempts := r.unknown()
+		unknown = fmt.Sprintf("%d jobs (%d attempts); %d not delivered (reconciliation query)", jobs, attempts, r.reconciled())
 	}
 	col("outcome-unknown", unknown, v(m.get(func(m *modelResult) int { return m.unknownJobs })))
 	col("attempts", fmt.Sprintf("%d (provider saw %d)", f.attempts, len(r.provider.arrivals)), v(m.get(func(m *modelResult) int { return m.attempts })))
@@ -223,11 +277,15 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	col("drain time", fmt.Sprintf("%.1f s", r.drain.Seconds()), drainModel)
 	col("duplicates absorbed by the key", r.provider.dups, v(m.get(func(m *modelResult) int { return m.duplicates })))
 	tw.Flush()
-	fmt.Fprintf(w, "\nprovider: %d notifications sent (each at most once), %d attempts met the outage, %d throttled (429), %d replies lost\n",
-		r.provider.sent, r.provider.down, r.provider.throttled, r.provider.lost)
+	most, repeated := r.provider.mostSent()
+	mostIn, repeatedIn := r.provider.mostReceived()
+	fmt.Fprintf(w, "\nprovider: received %d requests for %d keys (%d keys more than once, at most %d times);\n",
+		len(r.provider.arrivals), len(r.provider.received), repeatedIn, mostIn)
+	fmt.Fprintf(w, "  %d notifications sent, %d of them more than once (at most %d per idempotency key);\n", r.provider.sent(), repeated, most)
+	fmt.Fprintf(w, "  %d attempts met the outage, %d throttled (429), %d replies lost\n", r.provider.metOutage(), r.provider.throttled, r.provider.lost)
 	fmt.Fprintf(w, "accounted for: %d of %d jobs (delivered, dead-lettered or cancelled), %d left behind\n", f.final(), p.jobs, p.jobs-f.final())
 	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window; drain: from the outage's start until no job was left;\n")
-	fmt.Fprintf(w, " outcome-unknown: jobs with an attempt that timed out or whose worker died, marked in metadata %q)\n", "retry_outcome_unknown")
+	fmt.Fprintf(w, " outcome-unknown: jobs with an attempt that timed out, was cut off or whose worker died, marked in metadata %q)\n", "retry_outcome_unknown")
 }
 
 // get reads a figure of the model, 0 when there is none.

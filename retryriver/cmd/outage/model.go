@@ -79,7 +79,7 @@ func model(p params, seed uint64) modelResult {
 		end := at
 		var err error
 		switch {
-		case at < p.outage:
+		case len(arrivals) <= p.outage: // arrivals are in time order: see below
 			err, end = context.DeadlineExceeded, at+p.attemptTimeout
 			j.unknown = true
 		default:

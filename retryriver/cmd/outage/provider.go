@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -12,26 +13,30 @@ import (
 
 // provider is the loopback notification service of the drill. Its clock
 // starts at the first request it gets, so that the time workers take to
-// start does not shorten the outage. From then until outage has passed it
-// is down: it accepts each request and never answers,
-// so the attempt ends at its timeout, not knowing whether it took effect.
-// Then it serves at most capacity requests per window (windows counted from
-// start) and answers the rest 429 with the time until the window resets, as
-// Retry-After (whole seconds, rounded up) and retry-after-ms (exact). A
-// served request sends the notification unless its Idempotency-Key was sent
-// before (a duplicate, absorbed: answered 200, not sent again); a share
-// lostReplies of served requests lose their reply (the client times out).
+// start does not shift the figures. Its first p.outage requests meet the
+// outage: it accepts each and never answers, so the attempt ends at its
+// timeout, not knowing whether it took effect. Then it serves at most
+// capacity requests per window (windows counted from start) and answers the
+// rest 429 with the time until the window resets, as Retry-After (whole
+// seconds, rounded up) and retry-after-ms (exact). A served request sends
+// the notification (an effect, counted per Idempotency-Key) unless, with
+// dedupe, that key's notification was sent before: a duplicate, absorbed
+// (answered 200, not sent again). A share lostReplies of served requests
+// lose their reply (the client times out).
 type provider struct {
-	p     params
-	mu    sync.Mutex
-	start time.Time
-	rng   *rand.Rand
-	win   int64 // index of the current window
-	used  int   // requests served in it
-	sent  map[string]bool
-	// What it saw, for the report.
+	p      params
+	dedupe bool
+	mu     sync.Mutex
+	start  time.Time
+	rng    *rand.Rand
+	win    int64 // index of the current window
+	used   int   // requests served in it
+	// What it saw, for the report and the checks.
 	arrivals   []time.Duration // since start
-	down       int
+	upAt       time.Duration   // when the first request after the outage came
+	received   map[string]int  // requests, per key
+	down       map[string]int  // requests that met the outage, per key
+	effects    map[string]int  // notifications sent, per key
 	throttled  int
 	lost       int
 	duplicates int
@@ -39,12 +44,13 @@ type provider struct {
 	url        string
 }
 
-func newProvider(p params, seed uint64) (*provider, error) {
+func newProvider(p params, seed uint64, dedupe bool) (*provider, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	pr := &provider{p: p, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), sent: make(map[string]bool), win: -1}
+	pr := &provider{p: p, dedupe: dedupe, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		received: make(map[string]int), down: make(map[string]int), effects: make(map[string]int), win: -1}
 	pr.srv = &http.Server{Handler: pr, ReadHeaderTimeout: 10 * time.Second}
 	pr.url = "http://" + ln.Addr().String() + "/notify"
 	go pr.srv.Serve(ln)
@@ -69,11 +75,15 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	at := now.Sub(pr.start)
 	pr.arrivals = append(pr.arrivals, at)
-	if at < pr.p.outage {
-		pr.down++
+	pr.received[key]++
+	if len(pr.arrivals) <= pr.p.outage {
+		pr.down[key]++
 		pr.mu.Unlock()
 		<-r.Context().Done() // down: no answer; the client gives up
 		return
+	}
+	if len(pr.arrivals) == pr.p.outage+1 {
+		pr.upAt = at
 	}
 	if win := int64(at / pr.p.window); win != pr.win {
 		pr.win, pr.used = win, 0
@@ -88,10 +98,10 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr.used++
-	if pr.sent[key] {
+	if pr.dedupe && pr.effects[key] > 0 {
 		pr.duplicates++
 	} else {
-		pr.sent[key] = true
+		pr.effects[key]++
 	}
 	lost := pr.rng.Float64() < pr.p.lostReplies
 	if lost {
@@ -107,8 +117,12 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // stats is what the provider saw.
 type stats struct {
-	arrivals                          []time.Duration // sorted
-	sent, down, throttled, lost, dups int
+	arrivals              []time.Duration // sorted
+	upAt                  time.Duration   // 0 if the outage never ended
+	received              map[string]int  // requests, per key
+	down                  map[string]int  // requests that met the outage, per key
+	effects               map[string]int  // notifications sent, per key
+	throttled, lost, dups int
 }
 
 func (pr *provider) stats() stats {
@@ -116,7 +130,44 @@ func (pr *provider) stats() stats {
 	defer pr.mu.Unlock()
 	a := slices.Clone(pr.arrivals)
 	slices.Sort(a)
-	return stats{arrivals: a, sent: len(pr.sent), down: pr.down, throttled: pr.throttled, lost: pr.lost, dups: pr.duplicates}
+	return stats{arrivals: a, upAt: pr.upAt, received: maps.Clone(pr.received), down: maps.Clone(pr.down), effects: maps.Clone(pr.effects),
+		throttled: pr.throttled, lost: pr.lost, dups: pr.duplicates}
+}
+
+// sent returns the notifications sent: the keys sent at least once.
+func (s stats) sent() int { return len(s.effects) }
+
+// metOutage returns the requests that met the outage.
+func (s stats) metOutage() int {
+	n := 0
+	for _, v := range s.down {
+		n += v
+	}
+	return n
+}
+
+// mostSent returns the most times one key's notification was sent, and how
+// many keys were sent more than once.
+func (s stats) mostSent() (most, repeated int) {
+	for _, n := range s.effects {
+		most = max(most, n)
+		if n > 1 {
+			repeated++
+		}
+	}
+	return most, repeated
+}
+
+// mostReceived returns the most requests the provider received for one
+// key, and how many keys it received more than one request for.
+func (s stats) mostReceived() (most, repeated int) {
+	for _, n := range s.received {
+		most = max(most, n)
+		if n > 1 {
+			repeated++
+		}
+	}
+	return most, repeated
 }
 
 // peakPerSecond returns the most arrivals in any one-second window, sliding.

@@ -157,20 +157,27 @@ func (s *store) insert(ctx context.Context, n, maxAttempts int) error {
 type counts struct {
 	completed, discarded, cancelled, other int
 	attempts                               int // the sum of every job's attempt number
-	unknownJobs, unknownAttempts           int // jobs marked outcome-unknown, and their marked attempts
-	reconcile                              int // what the reconciliation query selects
 	running                                int
 }
 
 func (c counts) final() int { return c.completed + c.discarded + c.cancelled }
 
-// reconcileQuery is the package documentation's query: the jobs that
-// stopped after an attempt whose outcome is unknown.
+// reconcileQuery is the package documentation's query (without its
+// trailing semicolon): the jobs that stopped after an attempt whose outcome
+// is unknown.
 func (s *store) reconcileQuery() string {
 	if s.postgres {
-		return `SELECT id FROM river_job WHERE metadata ? 'retry_outcome_unknown' AND state IN ('cancelled', 'discarded')`
+		return `SELECT id, kind, args, state, metadata->'retry_outcome_unknown' AS unknown_attempts, errors
+FROM river_job
+WHERE state IN ('cancelled', 'discarded')
+  AND (metadata ? 'retry_outcome_unknown'
+    OR EXISTS (SELECT 1 FROM unnest(errors) AS e WHERE e->>'error' = 'Stuck job rescued by JobRescuer'))`
 	}
-	return `SELECT id FROM river_job WHERE json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL AND state IN ('cancelled', 'discarded')`
+	return `SELECT id, kind, json(args) AS args, state, json_extract(metadata, '$.retry_outcome_unknown') AS unknown_attempts, json(errors) AS errors
+FROM river_job
+WHERE state IN ('cancelled', 'discarded')
+  AND (json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL
+    OR EXISTS (SELECT 1 FROM json_each(errors) WHERE json_extract(value, '$.error') = 'Stuck job rescued by JobRescuer'))`
 }
 
 func (s *store) counts(ctx context.Context) (counts, error) {
@@ -204,18 +211,69 @@ func (s *store) counts(ctx context.Context) (counts, error) {
 	return c, rows.Err()
 }
 
-// outcomes fills in the outcome-unknown figures, once the drill is over.
-func (s *store) outcomes(ctx context.Context, c *counts) error {
-	q := "SELECT count(*), coalesce(sum(jsonb_array_length(metadata->'retry_outcome_unknown')), 0) FROM " + s.table() + " WHERE metadata ? 'retry_outcome_unknown'"
+// outcome is one job at the end of the drill.
+type outcome struct {
+	id        int64
+	key       string // its notification's idempotency key
+	state     string
+	unknown   int  // its attempts marked outcome-unknown
+	reconcile bool // the reconciliation query selects it
+}
+
+// outcomes reads every job, once the drill is over.
+func (s *store) outcomes(ctx context.Context) ([]outcome, error) {
+	q := "SELECT id, args->>'key', state, coalesce(jsonb_array_length(metadata->'retry_outcome_unknown'), 0) FROM " + s.table() + " ORDER BY id"
 	if !s.postgres {
-		q = "SELECT count(*), coalesce(sum(json_array_length(metadata, '$.retry_outcome_unknown')), 0) FROM river_job WHERE json_extract(metadata, '$.retry_outcome_unknown') IS NOT NULL"
+		q = "SELECT id, json_extract(args, '$.key'), state, coalesce(json_array_length(metadata, '$.retry_outcome_unknown'), 0) FROM river_job ORDER BY id"
 	}
-	if err := s.db.QueryRowContext(ctx, q).Scan(&c.unknownJobs, &c.unknownAttempts); err != nil {
-		return err
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
 	}
-	q = "SELECT count(*) FROM (" + s.reconcileQuery() + ") AS r"
-	if s.postgres {
-		q = "SELECT count(*) FROM (" + strings.Replace(s.reconcileQuery(), "river_job", s.table(), 1) + ") AS r"
+	defer rows.Close()
+	var out []outcome
+	at := map[int64]int{}
+	for rows.Next() {
+		var o outcome
+		if err := rows.Scan(&o.id, &o.key, &o.state, &o.unknown); err != nil {
+			return nil, err
+		}
+		at[o.id] = len(out)
+		out = append(out, o)
 	}
-	return s.db.QueryRowContext(ctx, q).Scan(&c.reconcile)
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	reconcile, err := s.ids(ctx, "SELECT id FROM ("+strings.Replace(s.reconcileQuery(), "river_job", s.table(), 1)+") AS r")
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range reconcile {
+		if i, ok := at[id]; ok {
+			out[i].reconcile = true
+		}
+	}
+	return out, nil
+}
+
+// running returns the IDs of the jobs in state running.
+func (s *store) running(ctx context.Context) ([]int64, error) {
+	return s.ids(ctx, "SELECT id FROM "+s.table()+" WHERE state = 'running' ORDER BY id")
+}
+
+func (s *store) ids(ctx context.Context, q string) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }

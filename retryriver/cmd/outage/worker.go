@@ -122,14 +122,19 @@ func riverConfig(c workerConfig, p params) *river.Config {
 	river.AddWorker(workers, &notifyWorker{client: &http.Client{Transport: transport}, url: c.providerURL})
 	// A job is rescued when its worker died: after its timeout, plus the
 	// longest a job can queue for the limiter (every worker slot waiting),
-	// plus a margin for a process stalled by a loaded machine; never
-	// earlier, or a live job would run twice.
+	// plus a margin for a process stalled by a loaded machine; earlier, a
+	// live job would run twice (the provider's key would absorb it, and
+	// the middleware would mark it, but it is not the drill's subject).
+	// Under 10 s in all, so that the new worker process of the crash drill
+	// rescues the dead one's jobs as soon as it is the leader (the dead
+	// leader's lease lasts 15 s; River's rescuer runs when a client becomes
+	// the leader and then every 30 s).
 	queueing := time.Duration(float64(c.workers) / p.limit * float64(time.Second))
 	cfg := &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.workers}},
 		Workers:              workers,
 		JobTimeout:           p.attemptTimeout,
-		RescueStuckJobsAfter: p.attemptTimeout + queueing + 15*time.Second,
+		RescueStuckJobsAfter: p.attemptTimeout + queueing + 5*time.Second,
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
@@ -152,6 +157,7 @@ func work(ctx context.Context, c workerConfig) error {
 	var client interface {
 		Start(context.Context) error
 		Stop(context.Context) error
+		StopAndCancel(context.Context) error
 	}
 	if c.postgres {
 		pool, err := pgxpool.New(ctx, c.dsn)
@@ -179,10 +185,24 @@ func work(ctx context.Context, c workerConfig) error {
 		return err
 	}
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return stop(client)
+}
+
+// stop stops client and returns only once it has stopped, since the
+// database it uses is closed next (a client still running would log
+// "sql: database is closed" for as long as it runs). Running attempts get
+// 10 s to finish; then River cancels their contexts, which the worker and
+// the middleware's limiter wait honour, and waits for them and for its own
+// last writes.
+func stop(client interface {
+	Stop(context.Context) error
+	StopAndCancel(context.Context) error
+}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := client.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	err := client.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = client.StopAndCancel(context.Background())
 	}
-	return nil
+	return err
 }
