@@ -122,11 +122,12 @@ func openStore(ctx context.Context, url string, keep bool) (*store, error) {
 	return s, nil
 }
 
-// insert queues n notification jobs, each with its own idempotency key.
+// insert queues n notification jobs; each derives its idempotency key from
+// its own row when it runs.
 func (s *store) insert(ctx context.Context, n, maxAttempts int) error {
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
-		params[i] = river.InsertManyParams{Args: notifyArgs{Key: fmt.Sprintf("notification-%05d", i)}, InsertOpts: &river.InsertOpts{MaxAttempts: maxAttempts}}
+		params[i] = river.InsertManyParams{Args: notifyArgs{N: i}, InsertOpts: &river.InsertOpts{MaxAttempts: maxAttempts}}
 	}
 	const batch = 1000
 	for len(params) > 0 {
@@ -222,9 +223,9 @@ type outcome struct {
 
 // outcomes reads every job, once the drill is over.
 func (s *store) outcomes(ctx context.Context) ([]outcome, error) {
-	q := "SELECT id, args->>'key', state, coalesce(jsonb_array_length(metadata->'retry_outcome_unknown'), 0) FROM " + s.table() + " ORDER BY id"
+	q := "SELECT id, coalesce(metadata->>'" + metadataKey + "', ''), state, coalesce(jsonb_array_length(metadata->'retry_outcome_unknown'), 0) FROM " + s.table() + " ORDER BY id"
 	if !s.postgres {
-		q = "SELECT id, json_extract(args, '$.key'), state, coalesce(json_array_length(metadata, '$.retry_outcome_unknown'), 0) FROM river_job ORDER BY id"
+		q = "SELECT id, coalesce(json_extract(metadata, '$." + metadataKey + "'), ''), state, coalesce(json_array_length(metadata, '$.retry_outcome_unknown'), 0) FROM river_job ORDER BY id"
 	}
 	rows, err := s.db.QueryContext(ctx, q)
 	if err != nil {

@@ -26,10 +26,14 @@ import (
 
 type pgxTx = pgx.Tx
 
-// notifyArgs is one notification: its idempotency key is all the provider
-// needs.
+// metadataKey is where a drill job records the idempotency key it sent.
+const metadataKey = "notify_key"
+
+// notifyArgs is one notification. Its idempotency key is not in its
+// arguments: the worker derives it from the job (retryriver.IdempotencyKey),
+// the same on every attempt and after a crash, as a real worker would.
 type notifyArgs struct {
-	Key string `json:"key"`
+	N int `json:"n"` // its number in the drill, for a reader of the table
 }
 
 func (notifyArgs) Kind() string { return "notify" }
@@ -46,7 +50,10 @@ func (w *notifyWorker) Work(ctx context.Context, job *river.Job[notifyArgs]) err
 	if err != nil {
 		return retry.Permanent(err)
 	}
-	req.Header.Set("Idempotency-Key", job.Args.Key)
+	key := retryriver.IdempotencyKey(job.JobRow)
+	req.Header.Set("Idempotency-Key", key)
+	// The drill's check reads which key each job sent from its metadata.
+	_ = river.MetadataSet(ctx, metadataKey, key)
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return err
