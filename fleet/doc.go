@@ -78,12 +78,13 @@
 // earn ratio of the fleet's calls, the same share whether one process makes
 // all the calls or N share them. The floor does not: each process may also
 // retry minPerSecond times a second whatever its traffic, so the fleet may
-// retry N*minPerSecond times a second. In a run of 4 processes, each making
-// 50 failing calls a second with NewBudget(0.1, 10) (TestBudgetAcrossProcesses),
-// the fleet retried 4*(0.1*50 + 10) = 60 times a second, 40 of them from the
-// floors, where one process making all 200 calls would retry 0.1*200 + 10 =
-// 30 times; NewBudget(0.1, 10.0/4) in each process brings the fleet back to
-// 30.
+// retry N*minPerSecond times a second. Over 10s of 200 calls a second that
+// all fail (TestBudgetAcrossProcesses), NewBudget(0.1, 10) let one process
+// making all the calls retry 30.9 times a second (20 from the ratio, 10.9
+// from the floor, its burst of 10 included); four processes making 50 each,
+// each with the same budget, retried 63.6 times a second: the same 20 from
+// the ratio, and 43.6 from four floors (40 a second and four bursts).
+// NewBudget(0.1, 10.0/4) in each process brought the fleet back to 30.8.
 //
 // So divide the floor by the number of processes. The shared limiter gives
 // no clean way to make the floor fleet-wide: the floor is a rate.Limiter
