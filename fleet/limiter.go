@@ -139,7 +139,7 @@ type Limiter struct {
 	unlimited bool
 
 	mu        sync.Mutex
-	batches   []*batch  // those with slots not yet passed, oldest first
+	batches   []*batch  // those with unused slots not yet passed, oldest first
 	latest    *batch    // the last one booked
 	frontier  time.Time // where, on the local clock, the store's next free slot was at the last booking
 	flight    *flight   // the round trip under way, if any
@@ -215,7 +215,9 @@ type batch struct {
 	floor time.Time // no slot is earlier: the time the booking asked for
 	every time.Duration
 	n     int // slots held: a refund trims the tail
+	free  int // of them, unused
 	mark  int64
+	kept  bool // in Limiter.batches
 	taken []bool
 	refs  []slotRef // the Handle of each slot, made with the batch
 	next  int       // no free slot below this index
@@ -393,7 +395,8 @@ func (l *Limiter) take(want, now time.Time) *slotRef {
 	var bt time.Time
 	keep := l.batches[:0]
 	for _, b := range l.batches {
-		if b.n == 0 || b.at(b.n-1).Before(now) {
+		if b.free == 0 || b.at(b.n-1).Before(now) {
+			b.kept = false // a slot given back brings it back, if it has not passed
 			continue
 		}
 		keep = append(keep, b)
@@ -416,6 +419,7 @@ func (l *Limiter) take(want, now time.Time) *slotRef {
 		return nil
 	}
 	best.taken[bi] = true
+	best.free--
 	for best.next < best.n && best.taken[best.next] {
 		best.next++
 	}
@@ -480,7 +484,9 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time)
 		floor: recv.Add(f.after),
 		every: l.sched.Interval,
 		n:     f.n,
+		free:  f.n,
 		mark:  mark,
+		kept:  true,
 		taken: make([]bool, f.n),
 		refs:  make([]slotRef, f.n),
 	}
@@ -585,7 +591,12 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 		return // given back already
 	}
 	b.taken[i] = false
+	b.free++
 	b.next = min(b.next, i)
+	if !b.kept && !b.at(i).Before(now) {
+		b.kept = true
+		l.batches = append(l.batches, b)
+	}
 	// Only the last slot of the latest batch goes back to the store (with
 	// the unused ones before it): at low rates, where a batch is one slot,
 	// that saves a slow limit an interval; at high rates the process hands
@@ -598,7 +609,7 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 		j--
 	}
 	n := b.n - j
-	b.n = j
+	b.n, b.free = j, b.free-n
 	go l.refund(b.mark, n)
 }
 

@@ -22,7 +22,7 @@ import (
 // the rate.
 func TestLimiterAcrossProcesses(t *testing.T) {
 	url := redisURL(t)
-	d := fleettest.Drill{Procs: 4, Goroutines: 20, Duration: 4 * time.Second, Name: uniqueName(t), Rate: 100, Burst: 10}
+	d := fleettest.Drill{Procs: 4, Goroutines: 20, Duration: 4 * time.Second, Name: uniqueName(t), Rate: 100, Burst: 10, Timeout: time.Second}
 	res := d.Run(t, nil, "RETRY_REDIS_URL="+url)
 	t.Log(res)
 	assert.LessOrEqual(t, res.MostWithin(time.Second), 100+10+10, "attempts in a second")

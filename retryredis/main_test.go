@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		d.Work(NewLimiter(redis.NewClient(opt), d.Name, rate.Limit(d.Rate), d.Burst, &fleet.Options{Fallback: d.Fallback}))
+		d.Work(NewLimiter(redis.NewClient(opt), d.Name, rate.Limit(d.Rate), d.Burst, &fleet.Options{Fallback: d.Fallback, Timeout: d.Timeout}))
 	}
 	os.Exit(m.Run())
 }

@@ -27,7 +27,7 @@ import (
 //
 // The test binary's TestMain makes the workers: when [Worker] reports that
 // the process is one, it builds its Limiter from the Drill (Name, Rate,
-// Burst, Fallback) and calls Work, then exits:
+// Burst, Fallback, Timeout) and calls Work, which exits:
 //
 //	func TestMain(m *testing.M) {
 //		if d, ok := fleettest.Worker(); ok {
@@ -43,8 +43,9 @@ type Drill struct {
 	Name       string        // of the limit on the store
 	Rate       float64       // attempts per second, for the whole fleet
 	Burst      int
-	Fallback   float64 // fleet.Options.Fallback
-	Start      time.Time
+	Fallback   float64       // fleet.Options.Fallback
+	Timeout    time.Duration // fleet.Options.Timeout
+	Start      time.Time     // set by Run
 }
 
 // Result is what a Drill's workers reported.
@@ -78,7 +79,9 @@ func Worker() (Drill, bool) {
 // its Duration, reports to the parent on stdout, and exits.
 func (d Drill) Work(lim retry.Limiter) {
 	time.Sleep(time.Until(d.Start))
-	ctx, cancel := context.WithDeadline(context.Background(), d.Start.Add(d.Duration))
+	// The workers go on for a second past the Duration, which the parent
+	// does not count, so that the end of the run does not show in it.
+	ctx, cancel := context.WithDeadline(context.Background(), d.Start.Add(d.Duration+time.Second))
 	defer cancel()
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
@@ -217,10 +220,19 @@ func (r Result) Between(from, to time.Duration) int {
 	return hi - lo
 }
 
+// PerSecond returns the attempts that started in each second of the run.
+func (r Result) PerSecond() []int {
+	n := make([]int, (r.Duration+time.Second-1)/time.Second)
+	for _, s := range r.Starts {
+		n[s/time.Second]++
+	}
+	return n
+}
+
 // String sums the run up: attempts, the rate they make over the Duration
 // against the limit's, and the most in any second.
 func (r Result) String() string {
-	return fmt.Sprintf("%d procs x %d goroutines, limit %v/s burst %d: %d attempts in %v = %.1f/s (%.3f x the rate), at most %d in a second, errors %v",
+	return fmt.Sprintf("%d procs x %d goroutines, limit %v/s burst %d: %d attempts in %v = %.1f/s (%.3f x the rate), at most %d in a second, by second %v, errors %v",
 		r.Procs, r.Goroutines, r.Rate, r.Burst, len(r.Starts), r.Duration,
-		float64(len(r.Starts))/r.Duration.Seconds(), float64(len(r.Starts))/r.Duration.Seconds()/r.Rate, r.MostWithin(time.Second), r.Errors)
+		float64(len(r.Starts))/r.Duration.Seconds(), float64(len(r.Starts))/r.Duration.Seconds()/r.Rate, r.MostWithin(time.Second), r.PerSecond(), r.Errors)
 }
