@@ -54,17 +54,27 @@
 // # When the store is slow or down
 //
 // Each round trip may take Options.Timeout (100ms by default), and no
-// booking waits past its caller's deadline. A store that does not answer in
-// time, or fails, is left alone for a second, and then asked again. In the
-// meantime the slots the process already holds are still handed out, and
-// then the Limiter fails closed by default: the call stops, its error says
-// "fleet: limiter store unavailable" with the store's own error, and the
-// provider sees nothing from it. Failing closed is the default because the
-// limiter exists to protect the provider: an outage of the store must not
-// turn into an unannounced multiple of the rate. With Options.Fallback set
-// to a share, each process books on a local limiter at that share of the
-// rate instead (0.25 for 4 processes keeps the fleet at the rate): the
-// calls go on, and the provider sees at most the processes times the share.
+// booking waits past its caller's deadline; the Limiter stops waiting at the
+// timeout even for a client that ignores its context (go-redis does, unless
+// ContextTimeoutEnabled). A store that does not answer in time, or fails,
+// is left alone for a second, and then asked again. Meanwhile the slots the
+// process already holds are still handed out, and then, by default, the
+// Limiter fails closed: the call stops, its error says "fleet: limiter
+// store unavailable" with the store's own error, and the provider sees
+// nothing from it. Failing closed is the default because the limiter exists
+// to protect the provider: an outage of the store must not turn into an
+// unannounced multiple of the rate, and a caller that prefers to go on says
+// by how much.
+//
+// With Options.Fallback set to a share, each process books on a local
+// limiter at that share of the rate (and of the burst, at least 1) instead:
+// 1/N for N processes keeps the fleet at the rate. The fallback books no
+// earlier than the end of the schedule as the process last saw it, so the
+// attempts booked on the store before it failed and those of the fallback
+// do not add up; and once the store answers again, its first booking is no
+// earlier than the fallback's last, for the same reason. So the provider
+// sees at most N times the share, plus the bursts, while the store is down,
+// and about the limit across each switch (TestLimiterFallsBackToAShareOfTheRate).
 //
 // A store that loses its state (a Redis restarted without persistence)
 // starts a new schedule: slots booked ahead on the old one then overlap the
