@@ -74,7 +74,11 @@
 // do not add up; and once the store answers again, its first booking is no
 // earlier than the fallback's last, for the same reason. So the provider
 // sees at most N times the share, plus the bursts, while the store is down,
-// and about the limit across each switch (TestLimiterFallsBackToAShareOfTheRate).
+// and across each switch the limit, plus the bursts and what the processes'
+// views of the schedule's end differ by (at most a batch each): in
+// TestLimiterFallsBackToAShareOfTheRate, at most 119 attempts in a second
+// against a limit of 100 with a burst of 8, where 4 processes each falling
+// back to the whole rate would have let through 400.
 //
 // A store that loses its state (a Redis restarted without persistence)
 // starts a new schedule: slots booked ahead on the old one then overlap the
