@@ -17,10 +17,13 @@ func Example() {
 	store := &memStore{}
 	a := fleet.New(store, 10, 2, nil) // in process A
 	b := fleet.New(store, 10, 2, nil) // in process B
-	t0 := time.Now()
+	var first time.Time
 	for _, lim := range []*fleet.Limiter{a, b, a} {
 		err := retry.Do(context.Background(), func(context.Context) error {
-			fmt.Println("attempt at", time.Since(t0).Round(50*time.Millisecond))
+			if first.IsZero() {
+				first = time.Now()
+			}
+			fmt.Println("attempt at +", time.Since(first).Round(50*time.Millisecond))
 			return nil
 		}, retry.Policy{Limiter: lim})
 		if err != nil {
@@ -28,7 +31,7 @@ func Example() {
 		}
 	}
 	// Output:
-	// attempt at 0s
-	// attempt at 0s
-	// attempt at 100ms
+	// attempt at + 0s
+	// attempt at + 0s
+	// attempt at + 100ms
 }

@@ -27,10 +27,13 @@ func ExampleNewLimiter() {
 
 	inA := retryredis.NewLimiter(rdb, "provider", 10, 2, nil)
 	inB := retryredis.NewLimiter(rdb, "provider", 10, 2, nil)
-	t0 := time.Now()
+	var first time.Time
 	for _, lim := range []retry.Limiter{inA, inB, inA} {
 		err := retry.Do(context.Background(), func(context.Context) error {
-			fmt.Println("attempt at", time.Since(t0).Round(50*time.Millisecond))
+			if first.IsZero() {
+				first = time.Now()
+			}
+			fmt.Println("attempt at +", time.Since(first).Round(50*time.Millisecond))
 			return nil
 		}, retry.Policy{Limiter: lim})
 		if err != nil {
@@ -38,7 +41,7 @@ func ExampleNewLimiter() {
 		}
 	}
 	// Output:
-	// attempt at 0s
-	// attempt at 0s
-	// attempt at 100ms
+	// attempt at + 0s
+	// attempt at + 0s
+	// attempt at + 100ms
 }

@@ -106,9 +106,12 @@ func (d Drill) Work(lim retry.Limiter) {
 					return nil
 				}, retry.Policy{MaxAttempts: 1, Limiter: lim})
 				switch {
-				case attempted || ctx.Err() != nil:
-				case errors.Is(err, retry.ErrNoTimeLeft):
-					return // its next slot is past the end
+				case attempted:
+				case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+					// The run is over, or this goroutine's next slot is past
+					// its end (retry.ErrNoTimeLeft; the loop also counts the
+					// deadline passed a moment before ctx's timer fires).
+					return
 				default:
 					mu.Lock()
 					errs[reason(err)]++
