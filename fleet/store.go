@@ -21,9 +21,8 @@ import (
 // for a store that does not).
 type Store interface {
 	// Book books n >= 1 consecutive slots of the schedule s, none earlier
-	// than after (0 <= after <= max(s.Tolerance, s.Interval)) from the
-	// store's now, as one atomic step, and moves the end of the schedule
-	// to
+	// than after >= 0 from the store's now, as one atomic step, and moves
+	// the end of the schedule to
 	//
 	//	base + n*s.Interval, where base = max(end, now + after)
 	//
@@ -31,7 +30,10 @@ type Store interface {
 	// max(after, wait - s.Tolerance + i*s.Interval) after the store's now,
 	// and the booking's mark: a number the store never gave to another
 	// booking of this schedule (a counter that starts, when the schedule is
-	// new, at the store's time in microseconds is enough).
+	// new, at the store's time in microseconds is enough). A Limiter asks
+	// for an after no longer than the tolerance (or one interval), except
+	// for its first booking after the store failed, which it places after
+	// its fallback's bookings.
 	Book(ctx context.Context, s Schedule, n int, after time.Duration) (wait time.Duration, mark int64, err error)
 
 	// Refund gives back the last n slots of the booking whose mark this is,
