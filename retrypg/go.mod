@@ -8,6 +8,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/seed93a044d1/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/time v0.15.0
 )
 
 require (
@@ -17,5 +18,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 )

@@ -1,0 +1,111 @@
+// Package fleet shares one rate limit between the processes of a fleet
+// (service replicas, queue workers): a [Limiter] is a [retry.Limiter] whose
+// slots come from a [Store] that every process reaches, so a provider that
+// takes 200 attempts a second sees at most that (plus the burst) from the
+// whole fleet, retries included, however many processes there are. The
+// modules retrypg (PostgreSQL, through pgx) and retryredis (Redis, through
+// go-redis) provide the stores:
+//
+//	lim := retryredis.NewLimiter(client, "provider", 200, 20, nil)
+//	policy := retry.Policy{Limiter: lim, Budget: retry.NewBudget(0.1, 10.0/4)}
+//
+// This package holds what the stores share: the booking algorithm, the
+// batching, the timeout and what happens when the store is slow or down.
+//
+// # The schedule
+//
+// A store keeps one time per limit, the end of its schedule (GCRA's
+// theoretical arrival time, TAT), on its own clock. With an emission
+// interval T = 1/rate and a tolerance tau = (burst-1)*T, a booking of n
+// slots, none earlier than t0 = now + after, takes
+//
+//	base = max(TAT, t0);  slot i at max(t0, base + i*T - tau);  TAT = base + n*T
+//
+// in one atomic step on the store, and answers base - now: a duration from
+// the store's now, never a time, so processes whose clocks disagree share
+// the limit. Every slot is a conforming cell of GCRA: the i-th booked slot
+// is no earlier than its TAT less tau, and each moves the TAT on by T. So
+// over any window of length W, the slots in it number at most W*rate +
+// burst: if m slots fall in [a, a+W], the TAT after the first of them is at
+// least a + T, each later one adds T, and the last is no earlier than its
+// TAT less tau, so a + (m-1)*T - tau <= a + W. That holds whatever the
+// order in which processes book, and for slots booked ahead.
+//
+// A process books several slots per round trip when it will use them (see
+// [Limiter]) and hands them out itself: they keep their places on the
+// schedule, so the bound holds. A slot that passes unused is lost.
+//
+// A refund moves the TAT back, which is safe only if no slot was booked
+// after the ones given back: those keep their places, so the TAT moved back
+// under them would book the same places twice (refund the middle of three
+// slots booked one per interval, and the next booking lands on the third
+// one's place). So a store takes slots back only from the last booking (see
+// [Store].Refund); a slot it cannot take back is lost, not lent.
+//
+// What the bound does not cover is an attempt that starts later than its
+// slot. The loop starts an attempt at the later of its planned time and its
+// slot, and books again when it wakes more than the Slack (the time the
+// rate takes to refill the burst) after it: so a stalled process adds at
+// most a burst to a window. A retry planned further ahead than the
+// tolerance is booked at most that far ahead (a booking far ahead would move
+// the TAT there and hold up the whole fleet), so it starts after its slot:
+// keep jitter on, as with [retry.RateLimiter].
+//
+// # When the store is slow or down
+//
+// Each round trip may take Options.Timeout (100ms by default), and no
+// booking waits past its caller's deadline; the Limiter stops waiting at the
+// timeout even for a client that ignores its context (go-redis does, unless
+// ContextTimeoutEnabled). A store that does not answer in time, or fails,
+// is left alone for a second, and then asked again. Meanwhile the slots the
+// process already holds are still handed out, and then, by default, the
+// Limiter fails closed: the call stops, its error says "fleet: limiter
+// store unavailable" with the store's own error, and the provider sees
+// nothing from it. Failing closed is the default because the limiter exists
+// to protect the provider: an outage of the store must not turn into an
+// unannounced multiple of the rate, and a caller that prefers to go on says
+// by how much.
+//
+// With Options.Fallback set to a share, each process books on a local
+// limiter at that share of the rate (and of the burst, at least 1) instead:
+// 1/N for N processes keeps the fleet at the rate. The fallback books no
+// earlier than the end of the schedule as the process last saw it, so the
+// attempts booked on the store before it failed and those of the fallback
+// do not add up; and once the store answers again, its first booking is no
+// earlier than the fallback's last, for the same reason. So the provider
+// sees at most N times the share, plus the bursts, while the store is down,
+// and across each switch the limit, plus the bursts and what the processes'
+// views of the schedule's end differ by (at most a batch each): in
+// TestLimiterFallsBackToAShareOfTheRate, at most 119 attempts in a second
+// against a limit of 100 with a burst of 8, where 4 processes each falling
+// back to the whole rate would have let through 400.
+//
+// A store that loses its state (a Redis restarted without persistence)
+// starts a new schedule: slots booked ahead on the old one then overlap the
+// new one's for as long as they reach ahead.
+//
+// # Budgets across processes
+//
+// A retry budget made by [retry.NewBudget](ratio, minPerSecond) has two
+// parts, and they behave differently in a fleet. The ratio composes by
+// itself: each process earns ratio retries per call it makes, so N processes
+// earn ratio of the fleet's calls, the same share whether one process makes
+// all the calls or N share them. The floor does not: each process may also
+// retry minPerSecond times a second whatever its traffic, so the fleet may
+// retry N*minPerSecond times a second. Over 10s of 200 calls a second that
+// all fail (TestBudgetAcrossProcesses), NewBudget(0.1, 10) let one process
+// making all the calls retry 30.9 times a second (20 from the ratio, 10.9
+// from the floor, its burst of 10 included); four processes making 50 each,
+// each with the same budget, retried 63.6 times a second: the same 20 from
+// the ratio, and 43.6 from four floors (40 a second and four bursts).
+// NewBudget(0.1, 10.0/4) in each process brought the fleet back to 30.8.
+//
+// So divide the floor by the number of processes. The shared limiter gives
+// no clean way to make the floor fleet-wide: the floor is a rate.Limiter
+// inside [retry.TokenBucket], and [retry.Budget]'s Withdraw takes no context
+// and must answer at once, so it cannot make a round trip; and pre-booking
+// floor tokens from a store would spend the fleet's floor on the processes
+// that asked first, and waste it in those that stop. The floor is a small
+// allowance for quiet callers; the shared Limiter is what bounds what the
+// provider sees, retries included.
+package fleet

@@ -1,0 +1,623 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/seed93a044d1/retry"
+)
+
+// Options tune a [Limiter]. The zero value (or a nil *Options) is the
+// default: a round trip to the store may take 100ms, batches cover at most
+// 50ms of the rate, and a store that is slow or down fails closed.
+type Options struct {
+	// Timeout bounds each round trip to the store; a booking never waits
+	// longer than that, nor past its caller's deadline. A store that has not
+	// answered by then counts as unavailable. 0 means 100ms.
+	Timeout time.Duration
+
+	// Fallback is the share of the rate that each process may use on its
+	// own, through a local limiter, while the store is unavailable: with N
+	// processes, 1/N keeps the fleet at the rate, a little more lets it ride
+	// out an outage at some risk to the provider. The local limiter has that
+	// share of the rate and of the burst (at least 1). 0 means fail closed:
+	// while the store is unavailable, every booking that the process's own
+	// slots cannot serve fails with an error that [errors.Is] ErrUnavailable
+	// (see [Limiter]). Values above 1 count as 1; negative or NaN values as 0.
+	Fallback float64
+
+	// Horizon is the most a process books for itself in one round trip,
+	// as a span of the schedule: at most Horizon*rate slots (and at most
+	// 1024). The batch's size follows the process's demand (see [Limiter]);
+	// the horizon caps what a process that stops needing slots can leave
+	// unused. 0 means 50ms; a negative value books one slot per round trip.
+	Horizon time.Duration
+
+	// OnStoreError, when set, is called with the cause of each failed round
+	// trip (a booking; refunds are not reported), on a goroutine of the
+	// Limiter's: for a log line or a metric. It must not block.
+	OnStoreError func(error)
+}
+
+// ErrUnavailable is the reason a [Limiter] that fails closed gives when its
+// store does not answer in time or answers with an error; the error it
+// returns wraps this and the store's own error.
+var ErrUnavailable = errors.New("fleet: limiter store unavailable")
+
+// errNoAnswer is the cause when the store does not answer within Timeout. It
+// is not context.DeadlineExceeded on purpose: the loop would take that for
+// the caller's own deadline.
+type errNoAnswer time.Duration
+
+func (e errNoAnswer) Error() string {
+	return "no answer within " + time.Duration(e).String()
+}
+
+const (
+	defaultTimeout = 100 * time.Millisecond
+	defaultHorizon = 50 * time.Millisecond
+	maxBatch       = 1024
+
+	// demandWindow is the window over which a Limiter counts its process's
+	// bookings to size its batches: long enough to see a few bookings of a
+	// process that takes its share of a rate of 100/s, short enough to
+	// follow a change in demand within a second.
+	demandWindow = 250 * time.Millisecond
+
+	// pause is how long the Limiter leaves a store alone after a failed
+	// booking: bookings meanwhile fall back (or fail) at once instead of
+	// each waiting Timeout for a store that is down. The first booking after
+	// the pause asks the store again.
+	pause = time.Second
+)
+
+// Limiter is a [retry.Limiter] whose rate is shared by every process that
+// books on the same [Store]: each attempt takes a slot of the store's
+// schedule, so the whole fleet starts at most rate attempts per second, plus
+// the burst, over any window (see the package doc for the proof and for what
+// a late attempt changes). Make one with [New]; the modules retrypg and
+// retryredis make one on their stores.
+//
+// A process books slots for itself in batches, one round trip each, and
+// hands them out to its calls: a booking takes the first unused slot of the
+// process at or after the time it asks for, or waits for the next round trip,
+// which it shares with the bookings that arrive meanwhile. The slots of a
+// batch keep their places on the store's schedule, so handing them out
+// locally never lets the fleet exceed the limit; a slot that passes unused is
+// lost, never carried. A batch holds as many slots as the process is
+// expected to ask for before they pass, from its recent demand and from how
+// far ahead the schedule is booked: one when the fleet is below its limit
+// (no slot wasted, one round trip per attempt), up to Options.Horizon of the
+// rate when the schedule is booked ahead (few round trips, none wasted).
+//
+// A booking's Start is its slot's time on this process's clock: the time the
+// store's answer arrived plus the wait it gave. Its Slack is the time the
+// rate takes to refill the burst (at least 1ms), as for [retry.RateLimiter].
+// A booking is never earlier than the time asked for, when that is within
+// the burst's tolerance (or one interval) from now; a retry planned later
+// than that is booked that far ahead and starts at its planned time, later
+// than its slot, because the store keeps one time (its schedule's end) and
+// a booking far ahead would hold up the whole fleet until then. So retries
+// whose backoffs end together can start together, as with a
+// [retry.RateLimiter]: keep jitter on.
+//
+// Cancel gives a slot back to the process, which hands it out again if it
+// has not passed; when it is the last of the process's latest batch and
+// everything after it in the batch is unused, the batch's unused tail goes
+// back to the store too, which takes it back only if no booking came after
+// (see [Store].Refund). Refunds are sent in the background.
+//
+// When the store does not answer within Options.Timeout, or fails, the
+// Limiter fails closed (Reserve returns an error that [errors.Is]
+// ErrUnavailable and wraps the cause), or, with Options.Fallback, books on a
+// local limiter at that share of the rate; slots already booked are still
+// handed out. It asks the store again 1s later. Nothing makes it unlimited
+// but a rate of rate.Inf.
+//
+// A Limiter is safe for concurrent use by any number of goroutines. Every
+// process must use the same rate and burst for a store: the store keeps
+// only the schedule's end.
+type Limiter struct {
+	store     Store
+	sched     Schedule
+	rate      float64 // per second
+	slack     time.Duration
+	maxAfter  time.Duration // the most a booking is placed ahead of now
+	batchCap  int
+	horizon   time.Duration
+	timeout   time.Duration
+	fallback  *rate.Limiter // nil: fail closed
+	fbSlack   time.Duration
+	onErr     func(error)
+	never     error // when set, every booking fails with it
+	unlimited bool
+
+	mu        sync.Mutex
+	batches   []*batch  // those with unused slots not yet passed, oldest first
+	latest    *batch    // the last one booked
+	frontier  time.Time // where, on the local clock, the store's next free slot was at the last booking
+	flight    *flight   // the round trip under way, if any
+	backlog   int       // bookings the last round trip could not serve
+	downUntil time.Time // while the store is left alone
+	downErr   error
+	fbFrom    time.Time // the fallback books no earlier: the frontier when the store failed
+	fbLast    time.Time // the latest time given to the fallback, which must not go back
+	resume    time.Time // the latest start the fallback booked: the store's next booking is not earlier
+	winStart  time.Time // demand: bookings counted since winStart
+	winCount  int
+	demand    float64 // bookings per second in the last window
+}
+
+// New returns a Limiter of r attempts per second with bursts of burst,
+// shared through store by every process that uses it; opts may be nil.
+//
+// A rate of rate.Inf makes every booking start at once, without a round
+// trip. A rate of 0 or less (or NaN), or a burst below 1, admits nothing:
+// every Reserve fails with an error that says so. A rate above 1e9 counts as
+// 1e9 (a slot every nanosecond).
+func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	l := &Limiter{store: store, onErr: o.OnStoreError}
+	switch {
+	case r == rate.Inf:
+		l.unlimited = true
+		return l
+	case !(r > 0) || burst < 1:
+		l.never = fmt.Errorf("fleet: a rate of %v with a burst of %d admits no attempt", float64(r), burst)
+		return l
+	case store == nil:
+		l.never = errors.New("fleet: nil Store")
+		return l
+	}
+	l.rate = min(float64(r), 1e9)
+	interval := time.Duration(math.Max(1, math.Round(float64(time.Second)/l.rate)))
+	tolerance := time.Duration(math.Min(float64(burst-1)*float64(interval), math.MaxInt64/4))
+	l.sched = Schedule{Interval: interval, Tolerance: tolerance}
+	l.maxAfter = max(tolerance, interval)
+	l.slack = max(tolerance+interval, time.Millisecond)
+
+	l.timeout = o.Timeout
+	if l.timeout <= 0 {
+		l.timeout = defaultTimeout
+	}
+	l.horizon = o.Horizon
+	if l.horizon == 0 {
+		l.horizon = defaultHorizon
+	}
+	l.batchCap = 1
+	if l.horizon > 0 {
+		l.batchCap = int(min(maxBatch, max(1, l.rate*l.horizon.Seconds())))
+	} else {
+		l.horizon = 0
+	}
+	if share := o.Fallback; share > 0 {
+		share = min(share, 1)
+		fb := l.rate * share
+		fbBurst := max(1, math.Ceil(float64(burst)*share))
+		l.fallback = rate.NewLimiter(rate.Limit(fb), int(fbBurst))
+		l.fbSlack = max(time.Duration(fbBurst/fb*float64(time.Second)), time.Millisecond)
+	}
+	return l
+}
+
+// batch is the slots of one booking that this process holds.
+type batch struct {
+	first time.Time // slot 0's place on the schedule, less the tolerance, on the local clock
+	floor time.Time // no slot is earlier: the time the booking asked for
+	every time.Duration
+	n     int // slots held: a refund trims the tail
+	free  int // of them, unused
+	mark  int64
+	kept  bool // in Limiter.batches
+	taken []bool
+	refs  []slotRef // the Handle of each slot, made with the batch
+	next  int       // no free slot below this index
+}
+
+// at returns the time slot i may start.
+func (b *batch) at(i int) time.Time {
+	t := b.first.Add(time.Duration(i) * b.every)
+	if t.Before(b.floor) {
+		return b.floor
+	}
+	return t
+}
+
+// firstFree returns the first unused slot at or after x, or -1.
+func (b *batch) firstFree(x time.Time) int {
+	i := 0
+	if x.After(b.floor) {
+		if d := x.Sub(b.first); d > 0 {
+			i = int(min((d+b.every-1)/b.every, math.MaxInt32))
+		}
+	}
+	for i = max(i, b.next); i < b.n; i++ {
+		if !b.taken[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// slotRef is a booking's Handle: the slot i of b.
+type slotRef struct {
+	b *batch
+	i int
+}
+
+// flight is one round trip to the store, shared by the bookings that wait
+// for it.
+type flight struct {
+	done    chan struct{}
+	n       int
+	after   time.Duration
+	waiters []*waiter
+	settled bool
+	err     error
+	timer   *time.Timer
+}
+
+// waiter is a booking waiting for a flight.
+type waiter struct {
+	want time.Time
+	got  *slotRef
+	gone bool
+}
+
+// Reserve books one attempt to start at t or later (see [Limiter] for how
+// far ahead it books). It needs no round trip when the process holds an
+// unused slot; otherwise it waits for one, at most Options.Timeout, and
+// returns when ctx ends, with context.Cause(ctx). It fails with an error
+// that [errors.Is] ErrUnavailable when the store is unavailable and the
+// Limiter fails closed, or with the error New described for a limit that
+// admits nothing.
+func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, error) {
+	if l.never != nil {
+		return retry.Reservation{}, l.never
+	}
+	if l.unlimited {
+		return retry.Reservation{Start: t}, nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	l.mu.Lock()
+	now := time.Now()
+	l.count(now)
+	var w *waiter
+	for {
+		want := l.target(t, now)
+		if ref := l.take(want, now); ref != nil {
+			l.mu.Unlock()
+			return l.reservation(ref), nil
+		}
+		if now.Before(l.downUntil) {
+			r, err := l.unavailable(now, l.downErr)
+			l.mu.Unlock()
+			return r, err
+		}
+		f := l.flight
+		if f == nil {
+			f = l.launch(ctx, want, now)
+		}
+		w = &waiter{want: want}
+		f.waiters = append(f.waiters, w)
+		l.mu.Unlock()
+
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			l.mu.Lock()
+			if w.got != nil {
+				l.release(w.got, time.Now())
+			}
+			w.gone = true
+			l.mu.Unlock()
+			return retry.Reservation{}, context.Cause(ctx)
+		}
+		l.mu.Lock()
+		if w.got != nil {
+			l.mu.Unlock()
+			return l.reservation(w.got), nil
+		}
+		if f.err != nil {
+			r, err := l.unavailable(time.Now(), f.err)
+			l.mu.Unlock()
+			return r, err
+		}
+		now = time.Now() // the batch was too small for every waiter: book again
+	}
+}
+
+// target is the earliest slot time a booking for t may take: t, but no
+// earlier than now and no later than maxAfter from now.
+func (l *Limiter) target(t, now time.Time) time.Time {
+	if !t.After(now) {
+		return now
+	}
+	if t.Sub(now) > l.maxAfter {
+		return now.Add(l.maxAfter)
+	}
+	return t
+}
+
+// count adds one booking to the demand estimate: the bookings of the last
+// full window of demandWindow, per second.
+func (l *Limiter) count(now time.Time) {
+	const window = demandWindow
+	if elapsed := now.Sub(l.winStart); elapsed >= window {
+		l.demand = 0
+		if elapsed < 2*window {
+			l.demand = float64(l.winCount) / elapsed.Seconds()
+		}
+		l.winStart, l.winCount = now, 0
+	}
+	l.winCount++
+}
+
+// size returns how many slots the next round trip books: as many as the
+// process is expected to ask for before the last of them passes, at demand
+// d per second with the schedule booked q ahead, k <= 1 + d*(q + k/rate),
+// that is k = (1 + d*q) / (1 - d/rate); all it may (batchCap) once the
+// demand reaches the rate.
+func (l *Limiter) size(now time.Time, waiting int) int {
+	if l.batchCap == 1 {
+		return 1
+	}
+	k := float64(l.batchCap)
+	d := l.demand
+	if open := now.Sub(l.winStart); open >= 10*time.Millisecond {
+		d = max(d, float64(l.winCount)/open.Seconds()) // a rise shows at once
+	}
+	if d < l.rate {
+		q := max(l.frontier.Sub(now), 0).Seconds()
+		k = (1 + d*q) / (1 - d/l.rate)
+	}
+	return max(1, min(l.batchCap, max(waiting, int(min(k, maxBatch)))))
+}
+
+// take hands out the first unused slot at or after want, dropping the
+// batches that have passed, or returns nil. It does not take a slot so far
+// ahead (past the horizon from the later of want and the store's next free
+// slot, as last seen) that a round trip would likely find an earlier one.
+func (l *Limiter) take(want, now time.Time) *slotRef {
+	var best *batch
+	var bi int
+	var bt time.Time
+	keep := l.batches[:0]
+	for _, b := range l.batches {
+		if b.free == 0 || b.at(b.n-1).Before(now) {
+			b.kept = false // a slot given back brings it back, if it has not passed
+			continue
+		}
+		keep = append(keep, b)
+		if i := b.firstFree(want); i >= 0 {
+			if at := b.at(i); best == nil || at.Before(bt) {
+				best, bi, bt = b, i, at
+			}
+		}
+	}
+	clear(l.batches[len(keep):])
+	l.batches = keep
+	if best == nil {
+		return nil
+	}
+	limit := want
+	if l.frontier.After(limit) {
+		limit = l.frontier
+	}
+	if bt.After(limit.Add(l.horizon)) {
+		return nil
+	}
+	best.taken[bi] = true
+	best.free--
+	for best.next < best.n && best.taken[best.next] {
+		best.next++
+	}
+	return &best.refs[bi]
+}
+
+// reservation is the booking of slot ref.
+func (l *Limiter) reservation(ref *slotRef) retry.Reservation {
+	return retry.Reservation{Start: ref.b.at(ref.i), Slack: l.slack, Handle: ref}
+}
+
+// launch starts a round trip for a booking that wants a slot at or after
+// want, and returns it. Its context keeps ctx's values but not its end: the
+// round trip serves every booking that waits for it, so one caller leaving
+// must not cut it; each waiter leaves when its own ctx ends.
+func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
+	f := &flight{done: make(chan struct{}), n: l.size(now, l.backlog+1), after: want.Sub(now)}
+	if d := l.resume.Sub(now); d > f.after {
+		f.after = d // after an outage, not over the fallback's bookings
+	}
+	l.flight, l.backlog = f, 0
+	f.timer = time.AfterFunc(l.timeout, func() {
+		l.mu.Lock()
+		l.settle(f, errNoAnswer(l.timeout), time.Now())
+		l.mu.Unlock()
+	})
+	go l.book(context.WithoutCancel(ctx), f)
+	return f
+}
+
+// book makes f's round trip. An answer that comes after f has timed out
+// still adds its slots, which are on the store's schedule either way.
+func (l *Limiter) book(ctx context.Context, f *flight) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	wait, mark, err := l.store.Book(ctx, l.sched, f.n, f.after)
+	late := ctx.Err() != nil
+	cancel()
+	recv := time.Now()
+	switch {
+	case err != nil && late:
+		err = errNoAnswer(l.timeout)
+	case err == nil && wait < f.after-time.Microsecond:
+		// A store may count in microseconds; less than that is a fault.
+		err = fmt.Errorf("fleet: the store answered a wait of %v for a booking not before %v", wait, f.after)
+	}
+	wait = max(wait, f.after)
+	l.mu.Lock()
+	if err == nil {
+		l.add(wait, mark, f, recv)
+	}
+	l.settle(f, err, recv)
+	l.mu.Unlock()
+}
+
+// add makes a batch of the n slots booked by f, which the store placed wait
+// after its now; on this process's clock that now is recv, the time the
+// answer arrived, which is no earlier than the store's: so no slot starts
+// before its place.
+func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time) {
+	b := &batch{
+		first: recv.Add(wait - l.sched.Tolerance),
+		floor: recv.Add(f.after),
+		every: l.sched.Interval,
+		n:     f.n,
+		free:  f.n,
+		mark:  mark,
+		kept:  true,
+		taken: make([]bool, f.n),
+		refs:  make([]slotRef, f.n),
+	}
+	for i := range b.refs {
+		b.refs[i] = slotRef{b, i}
+	}
+	l.batches = append(l.batches, b)
+	l.latest = b
+	if end := recv.Add(wait + time.Duration(f.n)*l.sched.Interval - l.sched.Tolerance); end.After(l.frontier) {
+		l.frontier = end
+	}
+}
+
+// settle ends f, once: it hands out slots to f's waiters in turn and wakes
+// them, and on an error leaves the store alone for a pause.
+func (l *Limiter) settle(f *flight, err error, now time.Time) {
+	if f.settled {
+		return
+	}
+	f.settled, f.err = true, err
+	f.timer.Stop()
+	if l.flight == f {
+		l.flight = nil
+	}
+	if err != nil {
+		if !now.Before(l.downUntil) {
+			l.fbFrom = l.frontier
+		}
+		l.downUntil, l.downErr = now.Add(pause), err
+		if l.onErr != nil {
+			go l.onErr(err)
+		}
+	} else {
+		for _, w := range f.waiters {
+			if !w.gone {
+				if w.got = l.take(w.want, now); w.got == nil {
+					l.backlog++ // it books again, at once
+				}
+			}
+		}
+	}
+	f.waiters = nil
+	close(f.done)
+}
+
+// unavailable serves a booking while the store is unavailable, for cause:
+// on the fallback, if there is one. The fallback books no earlier than the
+// end of the schedule as this process last saw it, so that the attempts it
+// booked on the store before it failed and those of the fallback do not
+// add up; and the store's next booking is no earlier than the fallback's
+// last, for the same reason (see launch).
+func (l *Limiter) unavailable(now time.Time, cause error) (retry.Reservation, error) {
+	if l.fallback == nil {
+		return retry.Reservation{}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
+	}
+	at := now
+	if l.fbFrom.After(at) {
+		at = l.fbFrom
+	}
+	if l.fbLast.After(at) {
+		at = l.fbLast // x/time/rate must never be given a time older than before (golang/go#65508)
+	}
+	l.fbLast = at
+	r := l.fallback.ReserveN(at, 1)
+	start := at.Add(r.DelayFrom(at))
+	if start.After(l.resume) {
+		l.resume = start
+	}
+	return retry.Reservation{Start: start, Slack: l.fbSlack, Handle: r}, nil
+}
+
+// Cancel gives back r, whose attempt will not start: to the process, which
+// hands its slot out again if it has not passed, and, when it ends the
+// latest batch's unused tail, to the store (see [Limiter]). It never waits
+// for the store. A booking made by the fallback goes back to it.
+func (l *Limiter) Cancel(r retry.Reservation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	switch h := r.Handle.(type) {
+	case *slotRef:
+		l.release(h, now)
+	case *rate.Reservation:
+		// As retry.RateLimiter does, at the booking's time if that has
+		// passed, so that a booking given back at once returns its token;
+		// never at a time older than one the limiter was given.
+		at := now
+		if r.Start.Before(at) {
+			at = r.Start
+		}
+		if l.fbLast.After(at) {
+			at = l.fbLast
+		}
+		h.CancelAt(at)
+	}
+}
+
+// release gives back the slot ref, which is held.
+func (l *Limiter) release(ref *slotRef, now time.Time) {
+	b, i := ref.b, ref.i
+	if i >= b.n || !b.taken[i] {
+		return // given back already
+	}
+	b.taken[i] = false
+	b.free++
+	b.next = min(b.next, i)
+	if !b.kept && !b.at(i).Before(now) {
+		b.kept = true
+		l.batches = append(l.batches, b)
+	}
+	// Only the last slot of the latest batch goes back to the store (with
+	// the unused ones before it): at low rates, where a batch is one slot,
+	// that saves a slow limit an interval; at high rates the process hands
+	// the slot out again, which costs no round trip.
+	if b != l.latest || i != b.n-1 || now.Before(l.downUntil) {
+		return
+	}
+	j := i
+	for j > 0 && !b.taken[j-1] {
+		j--
+	}
+	n := b.n - j
+	b.n, b.free = j, b.free-n
+	go l.refund(b.mark, n)
+}
+
+// refund gives the last n slots of the booking marked mark back to the
+// store, if it is still the last booking; a failure loses them, which is
+// safe.
+func (l *Limiter) refund(mark int64, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	_, _ = l.store.Refund(ctx, l.sched, mark, n)
+}

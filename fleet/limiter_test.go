@@ -1,0 +1,436 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/fleet"
+)
+
+// starts records when attempts started.
+type starts struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (s *starts) add(t time.Time) {
+	s.mu.Lock()
+	s.at = append(s.at, t)
+	s.mu.Unlock()
+}
+
+// mostWithin returns the most starts in any window [x, x+w).
+func (s *starts) mostWithin(w time.Duration) int {
+	s.mu.Lock()
+	at := slices.Clone(s.at)
+	s.mu.Unlock()
+	slices.SortFunc(at, time.Time.Compare)
+	most, j := 0, 0
+	for i := range at {
+		for j < len(at) && at[j].Sub(at[i]) < w {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+func (s *starts) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.at)
+}
+
+// hammer runs goroutines that call Do through lim, one attempt each, as fast
+// as lim lets them, until ctx ends, and records each attempt's start.
+func hammer(ctx context.Context, wg *sync.WaitGroup, lim retry.Limiter, goroutines int, rec *starts) {
+	for range goroutines {
+		wg.Go(func() {
+			for {
+				err := retry.Do(ctx, func(context.Context) error {
+					rec.add(time.Now())
+					return nil
+				}, retry.Policy{MaxAttempts: 1, Limiter: lim})
+				if ctx.Err() != nil || errors.Is(err, retry.ErrNoTimeLeft) {
+					return // the run is over
+				}
+			}
+		})
+	}
+}
+
+// Four processes, each with its own Limiter and 25 goroutines that want
+// every attempt they can get, share one schedule: over any second the
+// attempts are at most the rate plus the burst, and the rate is used.
+func TestLimiterSharesOneRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{latency: time.Millisecond}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		var rec starts
+		var wg sync.WaitGroup
+		for range 4 {
+			hammer(ctx, &wg, fleet.New(store, 100, 10, nil), 25, &rec)
+		}
+		wg.Wait()
+		assert.LessOrEqual(t, rec.mostWithin(time.Second), 100+10, "attempts in a second")
+		assert.GreaterOrEqual(t, rec.count(), 5*100, "the rate is used: 5s at 100/s, and the burst")
+		assert.LessOrEqual(t, rec.count(), 5*100+10)
+		books, slots, _ := store.stats()
+		t.Logf("%d attempts, %d slots booked in %d round trips", rec.count(), slots, books)
+		assert.Less(t, books, rec.count()/3, "the schedule is booked ahead, so processes book in batches (of up to 5 slots, 50ms of the rate)")
+	})
+}
+
+// A process that books at 10,000/s books in batches: few round trips, and
+// still never more than the rate plus the burst.
+func TestLimiterBatchesAtHighRates(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{latency: 100 * time.Microsecond}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		var rec starts
+		var wg sync.WaitGroup
+		hammer(ctx, &wg, fleet.New(store, 10_000, 1, nil), 100, &rec)
+		wg.Wait()
+		books, slots, _ := store.stats()
+		t.Logf("%d attempts, %d slots booked in %d round trips", rec.count(), slots, books)
+		assert.LessOrEqual(t, rec.mostWithin(time.Second), 10_000+1)
+		assert.GreaterOrEqual(t, rec.count(), 9_900)
+		assert.Less(t, books*20, rec.count(), "at least 20 slots per round trip")
+	})
+}
+
+// Below the limit, a batch would waste most of its slots (they pass before
+// the process asks for them), so the processes book one slot per round trip.
+func TestLimiterBooksOneByOneBelowTheLimit(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{latency: 100 * time.Microsecond}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		var rec starts
+		var wg sync.WaitGroup
+		for p := range 4 {
+			lim := fleet.New(store, 1000, 10, nil)
+			wg.Go(func() {
+				tick := time.NewTicker(4*time.Millisecond + time.Duration(p)*100*time.Microsecond) // 4 x 250/s: half the limit
+				defer tick.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					_ = retry.Do(ctx, func(context.Context) error { rec.add(time.Now()); return nil },
+						retry.Policy{MaxAttempts: 1, Limiter: lim})
+				}
+			})
+		}
+		wg.Wait()
+		_, slots, _ := store.stats()
+		t.Logf("%d attempts, %d slots booked", rec.count(), slots)
+		assert.LessOrEqual(t, slots, rec.count()*11/10, "few slots wasted")
+	})
+}
+
+// A store that is down fails a booking at once, with a reason that says so
+// and the store's own error, and no attempt starts; the store is left alone
+// for a second, then asked again.
+func TestLimiterFailsClosedWhenTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{down: errStoreDown}
+		var seen []error
+		var mu sync.Mutex
+		lim := fleet.New(store, 100, 1, &fleet.Options{OnStoreError: func(err error) { mu.Lock(); seen = append(seen, err); mu.Unlock() }})
+		calls := 0
+		fn := func(context.Context) error { calls++; return nil }
+		start := time.Now()
+		err := retry.Do(t.Context(), fn, retry.Policy{Limiter: lim})
+		require.Error(t, err)
+		assert.ErrorIs(t, err, fleet.ErrUnavailable)
+		assert.ErrorIs(t, err, errStoreDown)
+		assert.ErrorContains(t, err, "fleet: limiter store unavailable: connection refused")
+		assert.Zero(t, calls, "no attempt without a slot")
+		assert.Zero(t, time.Since(start))
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []error{errStoreDown}, seen, "OnStoreError saw the cause")
+		mu.Unlock()
+
+		store.set(func(s *memStore) { s.down = nil })
+		err = retry.Do(t.Context(), fn, retry.Policy{Limiter: lim})
+		assert.ErrorIs(t, err, fleet.ErrUnavailable, "the store is left alone for a second")
+		books, _, _ := store.stats()
+		assert.Zero(t, books)
+
+		time.Sleep(time.Second)
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}), "asked again after the pause")
+		assert.Equal(t, 1, calls)
+	})
+}
+
+// A store that does not answer costs a booking Options.Timeout, never more,
+// and never past the caller's deadline; its error is not the caller's
+// deadline.
+func TestLimiterTimesOutASlowStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{hang: true}
+		lim := fleet.New(store, 100, 1, nil)
+		start := time.Now()
+		_, err := lim.Reserve(t.Context(), start)
+		require.Error(t, err)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "the default timeout")
+		assert.ErrorIs(t, err, fleet.ErrUnavailable)
+		assert.ErrorContains(t, err, "no answer within 100ms")
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "not to be taken for the caller's deadline")
+
+		lim = fleet.New(store, 100, 1, &fleet.Options{Timeout: time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		err = retry.Do(ctx, func(context.Context) error { return nil }, retry.Policy{Limiter: lim})
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline came first")
+		assert.NotErrorIs(t, err, fleet.ErrUnavailable)
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+	})
+}
+
+// A store that ignores its context (go-redis does by default) still costs a
+// booking no more than the timeout; its late answer's slots are not lost.
+func TestLimiterLateAnswerFillsThePool(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &stubborn{memStore: memStore{}, delay: 300 * time.Millisecond}
+		lim := fleet.New(store, 1000, 1, &fleet.Options{Fallback: 0.5})
+		start := time.Now()
+		r, err := lim.Reserve(t.Context(), start)
+		require.NoError(t, err, "the fallback served")
+		assert.Equal(t, 100*time.Millisecond, time.Since(start))
+		_, isSlot := r.Handle.(*rate.Reservation)
+		assert.True(t, isSlot, "a booking of the local fallback")
+		time.Sleep(2 * time.Second)
+		books, _, _ := store.stats()
+		require.Equal(t, 1, books)
+		r, err = lim.Reserve(t.Context(), time.Now())
+		require.NoError(t, err)
+		books, _, _ = store.stats()
+		assert.Equal(t, 2, books, "asked the store again after the pause")
+		assert.Equal(t, time.Now(), r.Start)
+	})
+}
+
+// stubborn is a memStore that answers after delay whatever its context says.
+type stubborn struct {
+	memStore
+	delay time.Duration
+}
+
+func (s *stubborn) Book(_ context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	time.Sleep(s.delay)
+	s.delay = 0 // only the first answer is late
+	return s.memStore.Book(context.Background(), sc, n, after)
+}
+
+// With Options.Fallback, a fleet whose store goes down mid-run goes on at
+// that share of the rate in each process, never unlimited, and shares the
+// store's rate again once it is back.
+func TestLimiterFallsBackToAShareOfTheRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{latency: time.Millisecond}
+		ctx, cancel := context.WithTimeout(t.Context(), 9*time.Second)
+		defer cancel()
+		phases := [3]starts{}
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for range 4 {
+			lim := fleet.New(store, 100, 8, &fleet.Options{Fallback: 0.25})
+			for range 25 {
+				wg.Go(func() {
+					for {
+						err := retry.Do(ctx, func(context.Context) error {
+							phases[time.Since(t0)/(3*time.Second)].add(time.Now())
+							return nil
+						}, retry.Policy{MaxAttempts: 1, Limiter: lim})
+						if ctx.Err() != nil || errors.Is(err, retry.ErrNoTimeLeft) {
+							return
+						}
+					}
+				})
+			}
+		}
+		time.Sleep(3 * time.Second)
+		store.set(func(s *memStore) { s.down = errStoreDown })
+		time.Sleep(3 * time.Second)
+		store.set(func(s *memStore) { s.down = nil })
+		wg.Wait()
+		// Across a switch, a window holds the store's slots on one side and
+		// the fallbacks' on the other: at most the rate and the store's
+		// burst, the fallbacks' bursts (2 each), and what the processes'
+		// views of the schedule's end differ by (at most a batch, 50ms: 2
+		// fallback slots each).
+		across := 100 + 8 + 4*2 + 4*2
+		for i, want := range []int{100 + 8, across, across} {
+			got := phases[i].mostWithin(time.Second)
+			t.Logf("phase %d: %d attempts, at most %d in a second", i, phases[i].count(), got)
+			assert.LessOrEqual(t, got, want, "phase %d", i)
+			assert.Greater(t, phases[i].count(), 3*80, "phase %d: the calls went on", i)
+		}
+	})
+}
+
+// A slot given back is handed out again, without a round trip; and the last
+// booking's slot given back at once goes back to the store, so that a slow
+// limit is not spent on an attempt that never started.
+func TestLimiterCancelGivesTheSlotBack(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{}
+		lim := fleet.New(store, 1, 1, nil) // a slot a second
+		now := time.Now()
+		r, err := lim.Reserve(t.Context(), now)
+		require.NoError(t, err)
+		assert.Equal(t, now, r.Start)
+		assert.Equal(t, time.Second, r.Slack, "the time the rate takes to refill the burst")
+		lim.Cancel(r)
+		lim.Cancel(r) // twice is once
+		synctest.Wait()
+		_, _, refunds := store.stats()
+		assert.Equal(t, 1, refunds, "the store took the slot back")
+		r, err = lim.Reserve(t.Context(), now)
+		require.NoError(t, err)
+		assert.Equal(t, now, r.Start, "so the next attempt need not wait a second")
+
+		r2, err := lim.Reserve(t.Context(), now)
+		require.NoError(t, err)
+		assert.Equal(t, now.Add(time.Second), r2.Start)
+		lim.Cancel(r) // not the last booking: the store cannot take it back
+		synctest.Wait()
+		_, _, refunds = store.stats()
+		assert.Equal(t, 1, refunds)
+
+		// At 1000/s with a schedule booked ahead, slots come in batches; one
+		// given back goes to the next booking.
+		store = &memStore{}
+		lim = fleet.New(store, 1000, 1, nil)
+		for range 200 { // demand above the rate
+			_, err := lim.Reserve(t.Context(), time.Now())
+			require.NoError(t, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		r, err = lim.Reserve(t.Context(), time.Now())
+		require.NoError(t, err)
+		next, err := lim.Reserve(t.Context(), time.Now())
+		require.NoError(t, err)
+		books, _, _ := store.stats()
+		lim.Cancel(r)
+		again, err := lim.Reserve(t.Context(), time.Now())
+		require.NoError(t, err)
+		assert.Equal(t, r.Start, again.Start, "the slot given back, handed out again")
+		assert.True(t, next.Start.After(r.Start))
+		books2, _, _ := store.stats()
+		assert.Equal(t, books, books2, "no round trip")
+	})
+}
+
+// A retry planned a little ahead gets a slot at its time, not before; one
+// planned further than the burst's tolerance is booked that far ahead.
+func TestLimiterBooksAhead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second)              // let refunds sent in the background end
+		lim := fleet.New(&memStore{}, 100, 5, nil) // tolerance 40ms
+		now := time.Now()
+		r, err := lim.Reserve(t.Context(), now.Add(30*time.Millisecond))
+		require.NoError(t, err)
+		assert.Equal(t, now.Add(30*time.Millisecond), r.Start)
+		r, err = lim.Reserve(t.Context(), now.Add(time.Second))
+		require.NoError(t, err)
+		assert.Equal(t, now.Add(40*time.Millisecond), r.Start, "the loop starts it at its planned time")
+		r, err = lim.Reserve(t.Context(), now.Add(-time.Hour))
+		require.NoError(t, err)
+		assert.Equal(t, now.Add(10*time.Millisecond), r.Start,
+			"a time past counts as now; the two bookings ahead took the burst's tolerance, so the schedule's end (50ms) less 40ms")
+	})
+}
+
+// A caller whose context ends while it waits for a round trip leaves at
+// once; the round trip goes on for the others.
+func TestLimiterWaiterLeaves(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{latency: 40 * time.Millisecond}
+		lim := fleet.New(store, 100, 10, nil)
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(10*time.Millisecond, func() { cancel(errors.New("caller gone")) })
+		var other retry.Reservation
+		var otherErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(5 * time.Millisecond)
+			other, otherErr = lim.Reserve(t.Context(), time.Now())
+		})
+		start := time.Now()
+		_, err := lim.Reserve(ctx, start)
+		assert.EqualError(t, err, "caller gone")
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		wg.Wait()
+		require.NoError(t, otherErr)
+		assert.Equal(t, start.Add(80*time.Millisecond), other.Start, "served by the same round trip")
+		books, _, _ := store.stats()
+		assert.Equal(t, 1, books)
+	})
+}
+
+func TestNewBadInput(t *testing.T) {
+	t.Parallel()
+	store := &memStore{}
+	for _, tt := range []struct {
+		name  string
+		r     rate.Limit
+		burst int
+		want  string
+	}{
+		{"zero rate", 0, 1, "fleet: a rate of 0 with a burst of 1 admits no attempt"},
+		{"negative rate", -1, 1, "admits no attempt"},
+		{"zero burst", 10, 0, "fleet: a rate of 10 with a burst of 0 admits no attempt"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := fleet.New(store, tt.r, tt.burst, nil).Reserve(t.Context(), time.Now())
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+	_, err := fleet.New(nil, 10, 1, nil).Reserve(t.Context(), time.Now())
+	assert.EqualError(t, err, "fleet: nil Store")
+
+	now := time.Now()
+	r, err := fleet.New(store, rate.Inf, 0, nil).Reserve(t.Context(), now)
+	require.NoError(t, err)
+	assert.Equal(t, now, r.Start, "rate.Inf: no pacing")
+	books, _, _ := store.stats()
+	assert.Zero(t, books, "and no round trip")
+}

@@ -1,0 +1,58 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps one schedule of slots where every process of a fleet reaches
+// it (a row in PostgreSQL, a key in Redis): the whole state of one shared
+// limit. It books slots by GCRA, the generic cell rate algorithm: the state
+// is one time, the schedule's end (the theoretical arrival time, TAT), on
+// the store's own clock. A [Limiter] calls it; users need it only to write a
+// store of their own.
+//
+// Only durations cross the wire, never a time read on the client: each
+// booking is measured from the store's own now, so processes whose clocks
+// disagree share one limit.
+//
+// A Store must be safe for concurrent use. Each method is one round trip
+// that ends, with an error, when ctx does (the Limiter also stops waiting
+// for a store that does not).
+type Store interface {
+	// Book books n >= 1 consecutive slots of the schedule s, none earlier
+	// than after >= 0 from the store's now, as one atomic step, and moves
+	// the end of the schedule to
+	//
+	//	base + n*s.Interval, where base = max(end, now + after)
+	//
+	// It returns wait = base - now, from which slot i (0-based) may start
+	// max(after, wait - s.Tolerance + i*s.Interval) after the store's now,
+	// and the booking's mark: a number the store never gave to another
+	// booking of this schedule (a counter that starts, when the schedule is
+	// new, at the store's time in microseconds is enough). A Limiter asks
+	// for an after no longer than the tolerance (or one interval), except
+	// for its first booking after the store failed, which it places after
+	// its fallback's bookings.
+	Book(ctx context.Context, s Schedule, n int, after time.Duration) (wait time.Duration, mark int64, err error)
+
+	// Refund gives back the last n slots of the booking whose mark this is,
+	// moving the end of the schedule back by n*s.Interval, but only if that
+	// booking is still the schedule's last one (no Book since; earlier
+	// refunds of the same booking do not count). It reports whether it did.
+	// The condition is what keeps a refund safe: slots booked after the
+	// refunded ones keep their places, so moving the end back under them
+	// would book their places twice.
+	Refund(ctx context.Context, s Schedule, mark int64, n int) (ok bool, err error)
+}
+
+// Schedule is the pace of a [Store]'s slots: one every Interval (1/rate), and
+// as many as Tolerance/Interval + 1 together (the burst). A [Limiter] passes
+// it with every call, so a store keeps nothing but the schedule's end.
+type Schedule struct {
+	// Interval is the emission interval: the time between two slots.
+	Interval time.Duration
+	// Tolerance is how far ahead of the schedule's end a slot may start:
+	// (burst-1) * Interval.
+	Tolerance time.Duration
+}

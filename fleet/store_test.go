@@ -1,0 +1,98 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/seed93a044d1/retry/fleet"
+)
+
+// memStore is a real Store held in memory: the GCRA schedule as the package
+// doc states it, on the clock of the test (virtual, inside a synctest
+// bubble). latency is spent before and after the store reads its clock, as
+// a network would; down makes every call fail, hang makes it never answer
+// (until its context ends).
+type memStore struct {
+	mu      sync.Mutex
+	tat     time.Time
+	seq     int64
+	latency time.Duration
+	down    error
+	hang    bool
+	books   int // round trips that booked
+	slots   int // slots booked
+	refunds int // refunds taken
+}
+
+var errStoreDown = errors.New("connection refused")
+
+func (s *memStore) set(f func(s *memStore)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+func (s *memStore) travel(ctx context.Context) error {
+	s.mu.Lock()
+	down, hang, latency := s.down, s.hang, s.latency
+	s.mu.Unlock()
+	if down != nil {
+		return down
+	}
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	if err := s.travel(ctx); err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	now := time.Now()
+	base := now.Add(after)
+	if s.tat.After(base) {
+		base = s.tat
+	}
+	s.tat = base.Add(time.Duration(n) * sc.Interval)
+	s.seq++
+	mark := s.seq
+	s.books++
+	s.slots += n
+	s.mu.Unlock()
+	if err := s.travel(ctx); err != nil {
+		return 0, 0, err // booked, but the answer was lost: the slots are wasted
+	}
+	return base.Sub(now), mark, nil
+}
+
+func (s *memStore) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
+	if err := s.travel(ctx); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if mark != s.seq {
+		return false, nil
+	}
+	s.tat = s.tat.Add(-time.Duration(n) * sc.Interval)
+	s.refunds++
+	return true, nil
+}
+
+func (s *memStore) stats() (books, slots, refunds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.books, s.slots, s.refunds
+}

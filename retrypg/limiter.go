@@ -1,0 +1,110 @@
+package retrypg
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
+
+	"github.com/seed93a044d1/retry/fleet"
+)
+
+// LimiterSchema is the table that the limiters of [NewLimiter] keep their
+// schedules in, one row per name, as SQL that a migration can run. A limiter
+// creates it with this statement the first time it finds it missing, in the
+// first schema of the connection's search_path; run it yourself where the
+// connection's role may not create tables. Every column is the server's:
+// tat is the end of the schedule and at the time of the last booking, in
+// nanoseconds since 1970 on the server's clock, seq the booking counter.
+const LimiterSchema = `CREATE TABLE IF NOT EXISTS retry_limiter (
+	name text PRIMARY KEY,
+	tat bigint NOT NULL,
+	at bigint NOT NULL,
+	seq bigint NOT NULL
+)`
+
+// NewLimiter returns a [retry.Limiter] of r attempts per second with bursts
+// of burst, shared by every process that makes one with the same name on
+// the same database. opts may be nil: see [fleet.Options] for the defaults
+// (each round trip 100ms at most; fail closed when PostgreSQL is slow or
+// down) and [fleet.Limiter] for how slots are booked and handed out.
+//
+// Each booking is one statement, in a transaction of its own, on a
+// connection of pool: an INSERT ... ON CONFLICT DO UPDATE of the limit's row
+// in the table retry_limiter (see [LimiterSchema]) that reads the server's
+// clock_timestamp() once it holds the row's lock, and returns the wait from
+// it; so the clocks of the processes never matter, and the row is the
+// limit's whole state, committed with the booking: a crash loses nothing
+// booked. The table is created on first use, so the limiter works on a
+// database that has never seen it; a role that may not create tables needs
+// LimiterSchema run once by a migration. Every process must use the same
+// rate and burst for a name.
+func NewLimiter(pool *pgxpool.Pool, name string, r rate.Limit, burst int, opts *fleet.Options) *fleet.Limiter {
+	var s fleet.Store
+	if pool != nil {
+		s = &store{pool: pool, name: name}
+	}
+	return fleet.New(s, r, burst, opts)
+}
+
+// store is the fleet.Store of one row.
+type store struct {
+	pool *pgxpool.Pool
+	name string
+}
+
+// bookSQL books on the row named $1: $2 is after and $3 the slots' span, in
+// nanoseconds. The update reads the clock in its sub-select, after the row's
+// lock is taken, so that a booking that queued behind another is measured
+// from when it is made. The counter of a new row starts at the server's
+// time in microseconds.
+const bookSQL = `INSERT INTO retry_limiter AS l (name, tat, at, seq)
+SELECT $1, c.ns + $2::bigint + $3::bigint, c.ns, c.ns / 1000
+FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c
+ON CONFLICT (name) DO UPDATE SET (tat, at, seq) = (
+	SELECT greatest(l.tat, c.ns + $2::bigint) + $3::bigint, c.ns, l.seq + 1
+	FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c)
+RETURNING tat - $3::bigint - at, seq`
+
+const refundSQL = `UPDATE retry_limiter SET tat = tat - $3::bigint WHERE name = $1 AND seq = $2`
+
+func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	span := int64(n) * int64(sc.Interval)
+	var wait, mark int64
+	err := s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
+	if isUndefinedTable(err) {
+		if err = s.create(ctx); err == nil {
+			err = s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
+		}
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return time.Duration(wait), mark, nil
+}
+
+func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
+	tag, err := s.pool.Exec(ctx, refundSQL, s.name, mark, int64(n)*int64(sc.Interval))
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// create creates the table. Processes that create it at the same time can
+// make all but one fail with a unique violation on the catalog
+// (PostgreSQL's IF NOT EXISTS checks before it inserts), which means it now
+// exists.
+func (s *store) create(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, LimiterSchema)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07") {
+		return nil
+	}
+	return err
+}
+
+func isUndefinedTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
+}

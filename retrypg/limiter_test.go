@@ -1,0 +1,128 @@
+package retrypg
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/fleet"
+	"github.com/seed93a044d1/retry/fleet/fleettest"
+)
+
+// The store keeps its schedule as fleet.Store says, on a real PostgreSQL.
+func TestLimiterStore(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, limiterDB(t))
+	fleettest.TestStore(t, func(t *testing.T) fleet.Store { return &store{pool: pool, name: limitName(t)} })
+}
+
+// The table is created on first use, in the first schema of the search
+// path, by the statement LimiterSchema holds; and a row holds the limit.
+func TestLimiterCreatesItsTable(t *testing.T) {
+	t.Parallel()
+	dsn := limiterDB(t)
+	admin := newPool(t, dsn)
+	schema := "retrypg_" + strings.ToLower(limitName(t)[len(limitName(t))-8:])
+	_, err := admin.Exec(t.Context(), "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	lim := NewLimiter(pool, "provider", 10, 1, &fleet.Options{Timeout: 10 * time.Second})
+	_, err = lim.Reserve(t.Context(), time.Now())
+	require.NoError(t, err)
+	var name string
+	var tat, at, seq int64
+	require.NoError(t, admin.QueryRow(t.Context(), "SELECT name, tat, at, seq FROM "+schema+".retry_limiter").Scan(&name, &tat, &at, &seq))
+	assert.Equal(t, "provider", name)
+	assert.Equal(t, int64(100*time.Millisecond), tat-at, "one slot booked at the server's now: the end is one interval later")
+	assert.InDelta(t, float64(at/1000), float64(seq), 0, "the counter starts at the server's time in microseconds")
+}
+
+// Four real processes, 20 goroutines each, share one limit of 100/s with a
+// burst of 10: over any second they start at most the rate and the burst,
+// and a late wake's allowance (a burst: see the Redis test), and they use
+// the rate.
+func TestLimiterAcrossProcesses(t *testing.T) {
+	dsn := limiterDB(t)
+	d := fleettest.Drill{Procs: 4, Goroutines: 20, Duration: 4 * time.Second, Name: limitName(t), Rate: 100, Burst: 10, Timeout: time.Second}
+	res := d.Run(t, nil, "RETRY_POSTGRES_URL="+dsn)
+	t.Log(res)
+	assert.LessOrEqual(t, res.MostWithin(time.Second), 100+10+10, "attempts in a second")
+	assert.GreaterOrEqual(t, len(res.Starts), 4*100*9/10, "the rate is used")
+	assert.LessOrEqual(t, len(res.Starts), 4*100+10+10)
+	assert.Empty(t, res.Errors)
+}
+
+// PostgreSQL taken away mid-run (every connection cut, new ones refused,
+// as a stopped cluster does) and brought back: the limiter fails closed
+// meanwhile, with a reason that says so, and no attempt starts but those
+// booked before; once it is back, the fleet shares it again.
+func TestLimiterFailsClosedWhenPostgresStops(t *testing.T) {
+	px, dsn := newProxy(t, limiterDB(t))
+	d := fleettest.Drill{Procs: 3, Goroutines: 10, Duration: 6 * time.Second, Name: limitName(t), Rate: 100, Burst: 10}
+	res := d.Run(t, func(time.Time) {
+		time.Sleep(2 * time.Second)
+		px.stop()
+		time.Sleep(2 * time.Second)
+		px.start()
+	}, "RETRY_POSTGRES_URL="+dsn)
+	t.Log(res)
+	assert.Zero(t, res.Between(2500*time.Millisecond, 4*time.Second), "no attempt while PostgreSQL is away")
+	assert.GreaterOrEqual(t, res.Between(5*time.Second, 6*time.Second), 50, "PostgreSQL is back")
+	assert.LessOrEqual(t, res.MostWithin(time.Second), 100+10+10)
+	unavailable := 0
+	for e, n := range res.Errors {
+		if strings.HasPrefix(e, "fleet: limiter store unavailable: ") {
+			unavailable += n
+		} else {
+			t.Errorf("%d calls stopped with %q", n, e)
+		}
+	}
+	assert.Positive(t, unavailable, "calls stopped with the store's reason")
+}
+
+// With Fallback 1/3 in each of 3 processes, the calls go on while
+// PostgreSQL is away, at a third of the rate each: never unlimited.
+func TestLimiterFallsBackWhenPostgresStops(t *testing.T) {
+	px, dsn := newProxy(t, limiterDB(t))
+	d := fleettest.Drill{Procs: 3, Goroutines: 10, Duration: 6 * time.Second, Name: limitName(t), Rate: 99, Burst: 9, Fallback: 1.0 / 3}
+	res := d.Run(t, func(time.Time) {
+		time.Sleep(2 * time.Second)
+		px.stop()
+		time.Sleep(2 * time.Second)
+		px.start()
+	}, "RETRY_POSTGRES_URL="+dsn)
+	t.Log(res)
+	down := res.Between(2500*time.Millisecond, 4*time.Second)
+	assert.GreaterOrEqual(t, down, 99*3/2*8/10, "the calls went on at the fallback's share")
+	assert.LessOrEqual(t, down, 99*3/2+3*3+10)
+	assert.LessOrEqual(t, res.MostWithin(time.Second), 99+9+9+3*3)
+	assert.Empty(t, res.Errors)
+}
+
+// In one process: a closed pool stops a call with fleet.ErrUnavailable and
+// pgx's error, at once.
+func TestLimiterErrorWhenPoolCloses(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, limiterDB(t))
+	lim := NewLimiter(pool, limitName(t), 100, 1, nil)
+	fn := func(context.Context) error { return nil }
+	require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}))
+	pool.Close()
+	err := retry.Do(t.Context(), fn, retry.Policy{Limiter: lim})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fleet.ErrUnavailable)
+	assert.ErrorContains(t, err, "closed pool")
+}

@@ -1,0 +1,47 @@
+package retryredis_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/retryredis"
+)
+
+// Every process that makes a limiter of the same name on the same Redis
+// shares its rate: here two limiters (as two processes would), 10 attempts
+// a second with a burst of 2 between them. (The example runs on miniredis,
+// a Redis in memory, so that it needs no server.)
+func ExampleNewLimiter() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+
+	inA := retryredis.NewLimiter(rdb, "provider", 10, 2, nil)
+	inB := retryredis.NewLimiter(rdb, "provider", 10, 2, nil)
+	var first time.Time
+	for _, lim := range []retry.Limiter{inA, inB, inA} {
+		err := retry.Do(context.Background(), func(context.Context) error {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			fmt.Println("attempt at +", time.Since(first).Round(50*time.Millisecond))
+			return nil
+		}, retry.Policy{Limiter: lim})
+		if err != nil {
+			fmt.Println(err)
+		}
+	}
+	// Output:
+	// attempt at + 0s
+	// attempt at + 0s
+	// attempt at + 100ms
+}

@@ -1,0 +1,99 @@
+package retryredis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/fleet"
+	"github.com/seed93a044d1/retry/fleet/fleettest"
+)
+
+// Four real processes, 20 goroutines each, that want every attempt they can
+// get, share one limit of 100/s with a burst of 10: over any second they
+// start at most the rate and the burst, and a late wake's allowance (the
+// loop books again past a booking's Slack, a burst's worth), and they use
+// the rate.
+func TestLimiterAcrossProcesses(t *testing.T) {
+	url := redisURL(t)
+	d := fleettest.Drill{Procs: 4, Goroutines: 20, Duration: 4 * time.Second, Name: uniqueName(t), Rate: 100, Burst: 10, Timeout: time.Second}
+	res := d.Run(t, nil, "RETRY_REDIS_URL="+url)
+	t.Log(res)
+	assert.LessOrEqual(t, res.MostWithin(time.Second), 100+10+10, "attempts in a second")
+	assert.GreaterOrEqual(t, len(res.Starts), 4*100*9/10, "the rate is used")
+	assert.LessOrEqual(t, len(res.Starts), 4*100+10+10)
+	assert.Empty(t, res.Errors)
+}
+
+// Redis killed mid-run (SIGKILL) and started again: the limiter fails
+// closed meanwhile, with a reason that says so, and no attempt starts but
+// those booked before; once Redis is back, the fleet shares it again.
+func TestLimiterFailsClosedWhenRedisDies(t *testing.T) {
+	srv := startServer(t)
+	d := fleettest.Drill{Procs: 3, Goroutines: 10, Duration: 6 * time.Second, Name: uniqueName(t), Rate: 100, Burst: 10}
+	res := d.Run(t, func(time.Time) {
+		time.Sleep(2 * time.Second)
+		srv.kill()
+		time.Sleep(2 * time.Second)
+		srv.start()
+	}, "RETRY_REDIS_URL="+srv.url())
+	t.Log(res)
+	// 30 goroutines hold 30 slots booked ahead (0.3s at 100/s): they may
+	// still start after the kill.
+	assert.Zero(t, res.Between(2500*time.Millisecond, 4*time.Second), "no attempt while Redis is down")
+	assert.GreaterOrEqual(t, res.Between(5*time.Second, 6*time.Second), 50, "Redis is back")
+	assert.LessOrEqual(t, res.MostWithin(time.Second), 100+10+10)
+	unavailable := 0
+	for e, n := range res.Errors {
+		if strings.HasPrefix(e, "fleet: limiter store unavailable: ") {
+			unavailable += n
+		} else {
+			t.Errorf("%d calls stopped with %q", n, e)
+		}
+	}
+	assert.Positive(t, unavailable, "calls stopped with the store's reason")
+}
+
+// With Fallback 1/3 in each of 3 processes, the calls go on while Redis is
+// down, at a third of the rate each: never unlimited.
+func TestLimiterFallsBackWhenRedisDies(t *testing.T) {
+	srv := startServer(t)
+	d := fleettest.Drill{Procs: 3, Goroutines: 10, Duration: 6 * time.Second, Name: uniqueName(t), Rate: 99, Burst: 9, Fallback: 1.0 / 3}
+	res := d.Run(t, func(time.Time) {
+		time.Sleep(2 * time.Second)
+		srv.kill()
+		time.Sleep(2 * time.Second)
+		srv.start()
+	}, "RETRY_REDIS_URL="+srv.url())
+	t.Log(res)
+	down := res.Between(2500*time.Millisecond, 4*time.Second)
+	assert.GreaterOrEqual(t, down, 99*3/2*8/10, "the calls went on at the fallback's share")
+	assert.LessOrEqual(t, down, 99*3/2+3*3+10)
+	assert.LessOrEqual(t, res.MostWithin(time.Second), 99+9+9+3*3, "never much above the limit: the fallback books after the schedule, and the store after the fallback")
+	assert.Empty(t, res.Errors)
+}
+
+// In one process: a killed Redis stops a call with fleet.ErrUnavailable and
+// the client's error, within the timeout.
+func TestLimiterErrorWhenRedisDies(t *testing.T) {
+	srv := startServer(t)
+	lim := NewLimiter(newClient(t, srv.url()), uniqueName(t), 100, 1, nil)
+	fn := func(context.Context) error { return nil }
+	require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}))
+	srv.kill()
+	start := time.Now()
+	err := retry.Do(t.Context(), fn, retry.Policy{Limiter: lim})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fleet.ErrUnavailable)
+	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the timeout (100ms), on a loaded machine")
+	var re *retry.Error
+	require.True(t, errors.As(err, &re))
+	assert.Zero(t, re.Attempts)
+	t.Log(err)
+}
