@@ -102,17 +102,23 @@ func (b *schedule) take(now, want, slot time.Duration) time.Duration {
 }
 
 // cancel gives back the booking that starts at start, at now: the last
-// booking is undone; another, if still to come, leaves a hole.
+// booking is undone; another, if still to come, leaves a hole. A slot that
+// is free already (a booking given back twice) stays as it is.
 func (b *schedule) cancel(now, start time.Duration) {
 	if !b.undone && start == b.last {
 		b.next, b.gapStart, b.gapEnd, b.holes = b.before.next, b.before.gapStart, b.before.gapEnd, b.before.holes
 		b.undone = true
 		return
 	}
-	if start < now || start >= b.next {
+	if start < now || start >= b.next || (start >= b.gapStart && start < b.gapEnd) {
 		return
 	}
 	earliest := 0
+	for _, h := range b.holes {
+		if h == start {
+			return
+		}
+	}
 	for i, h := range b.holes {
 		if h == noHole || h < now {
 			b.holes[i] = start

@@ -29,7 +29,7 @@ func cuts(err error) bool {
 // retryhttp's is for a POST.
 type unrepeatable struct{ error }
 
-func (u unrepeatable) Unwrap() error        { return u.error }
+func (u unrepeatable) Unwrap() error       { return u.error }
 func (u unrepeatable) Unrepeatable() error { return retry.ErrNotIdempotent }
 
 // Which errors are throttling answers, wherever they sit in the tree.
