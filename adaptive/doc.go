@@ -51,16 +51,19 @@
 //     burst of 429s from one overload lowers the rate once, not once per
 //     429: the client is not punished twice, once by the server's delay and
 //     again by the Limiter.
-//   - With successes, the rate grows back along the cubic curve of TCP
-//     CUBIC (RFC 9438), peak*(1 + 0.15*((g-K)/K)^3), g the time with
-//     successes since the cut: fast at first, flat near the peak, where it
-//     spends the most time, then faster beyond it, to find a capacity that
-//     has grown. K is 3 seconds, or twice the time bookings wait in the
+//   - With successes, the rate grows back along a cubic curve, as in TCP
+//     CUBIC (RFC 9438): from the cut, peak*(1 - 0.15*(1-g/K)^3) returns to
+//     the peak at g = K, g the time with successes since the cut; it is
+//     flat near the peak, where it spends the most time, and then rises
+//     beyond it, peak*(1 + 0.4*(g/K-1)^3), to find a capacity that has
+//     grown. K is 3 seconds, or twice the time bookings wait in the
 //     Limiter's queue when that is longer, because news of a booking's rate
 //     comes back only once it has been sent. Beyond the peak, the rate is
-//     at most 1.2 times the answers of the last second, so it rises by at
-//     most a fifth for each round of news, and does not grow while the
-//     Limiter is idle.
+//     also at most 1.2 times the answers of the last whole second, so it
+//     rises by at most a fifth for each round of news and does not grow
+//     while the Limiter is idle; once the answers reach three times the
+//     peak, the provider has plainly grown, and the bound is twice the
+//     answers, as in TCP's slow start.
 //   - It never goes below MinRate (default 1 per second), so that it keeps
 //     learning. Nothing it lowers stays low: the rate regrows with
 //     successes, and every hold ends with time.

@@ -21,6 +21,11 @@ const (
 	// throttles.
 	cut = 0.85
 
+	// probeCubic is the cubic's coefficient beyond the peak, TCP CUBIC's
+	// C, here relative to the peak: twice the peak 1.36 regrowths after
+	// reaching it.
+	probeCubic = 0.4
+
 	// regrowth is the time, with successes, from a cut back to the peak.
 	// CUBIC's K, here the same at every rate: the curve is scaled by the
 	// peak, so a provider of 10 or of 10,000 requests a second is found
@@ -32,11 +37,15 @@ const (
 	// does, and that is no news about the new rate.
 	hold = time.Second
 
-	// probe bounds the rate beyond the peak: at most 20% above the rate of
-	// the answers of the last second. The answers tell of attempts booked
-	// a queue's length ago, so the rate rises by at most a fifth for each
-	// round of news, and an idle Limiter's rate does not grow at all.
-	probe = 1.2
+	// probe bounds the rate beyond the peak to that many times the answers
+	// of the last second, which tell of attempts booked a queue's length
+	// ago: so the rate rises by at most a fifth for each round of news, and
+	// does not grow while the Limiter is idle. Once the answers are three
+	// times the peak, the provider has plainly grown (or the peak was
+	// measured while the client sent little), and the rate may double for
+	// each round, as TCP's slow start does.
+	probe     = 1.2
+	fastProbe = 2.0
 
 	// slack is the least Slack of a booking that waits: an attempt woken
 	// later than that books again. A stalled process then releases at most
@@ -326,19 +335,31 @@ func (l *Limiter) answered() uint64 {
 }
 
 // pace returns the rate for a booking at t: the cubic curve through the
-// peak, no more than probe times the answers of the last second unless that
-// is below the peak, and no less than MinRate.
+// peak, no more than probe (or fastProbe) times the answers of the last
+// second unless that is below the peak, and no less than MinRate.
+//
+// The curve is peak*(1 + a*x^3), x = g/k - 1, g the growth time since the
+// cut: from cut*peak at the cut (a = 1-cut) back to the peak at g = k, flat
+// around it, then rising beyond it (a = probeCubic), faster and faster.
 func (l *Limiter) pace(t time.Duration) float64 {
 	s := &l.s
 	// A booking made now starts after the queue ahead of it, so news of
 	// its rate comes back that much later: the curve is stretched to twice
-	// the queue, so that it does not overshoot the peak by more than 4%
-	// before that news comes.
+	// the queue, so that the rate stays within a few percent of the peak
+	// until that news comes.
 	k := max(regrowth, 2*s.queue)
-	g := float64(s.grown)/float64(k) - 1
-	w := s.peak * (1 + (1-cut)*g*g*g)
+	x := float64(s.grown)/float64(k) - 1
+	a := 1 - cut
+	if x > 0 {
+		a = probeCubic
+	}
+	w := s.peak * (1 + a*x*x*x)
 	answered := perSecond(t, l.answered(), s.answeredMark, s.answeredPrev)
-	w = min(w, max(probe*answered, s.peak))
+	p := probe
+	if answered >= 3*s.peak {
+		p = fastProbe
+	}
+	w = min(w, max(p*answered, s.peak))
 	s.rate = max(w, l.minRate())
 	return s.rate
 }
@@ -377,18 +398,19 @@ func (l *Limiter) roll(t time.Duration) {
 	s.acceptedMark, s.answeredMark, s.sentMark, s.bucket = accepted, answered, sent, k
 }
 
-// perSecond estimates the count of the last second from the current
-// bucket's and the previous one's, as a sliding window would. In the first
-// second of the Limiter's life, it is the count so far over the time so
-// far (at least 1ms), so that the first cut, which often comes within
-// milliseconds of the first attempts, measures their rate and not their
-// number.
+// perSecond measures the count of the last second: that of the last whole
+// bucket, or of the current one so far if it is already more. (A sliding
+// estimate, which weighs the last bucket by how much of it the last second
+// covers, would take the successes a provider packs in the start of its
+// window twice, and measure more than it accepts.) In the first second of
+// the Limiter's life, it is the count so far over the time so far (at
+// least 1ms), so that the first cut, which often comes within milliseconds
+// of the first attempts, measures their rate and not their number.
 func perSecond(t time.Duration, count, mark uint64, prev float64) float64 {
 	if t < bucket {
 		return float64(count-mark) / max(t, time.Millisecond).Seconds()
 	}
-	f := float64(t%bucket) / float64(bucket)
-	return prev*(1-f) + float64(count-mark)
+	return max(prev, float64(count-mark))
 }
 
 // at returns now as an offset from the origin, never earlier than the
