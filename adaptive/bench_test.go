@@ -13,7 +13,8 @@ var errThrottled = &retry.ResponseError{StatusCode: 429, Status: "429 Too Many R
 
 // The success path: a booking and its success, from every CPU at once, on a
 // Limiter that has learned no throttle (it books at once) and on one that
-// paces (at a rate high enough that no booking waits long).
+// paces (its bookings queue: a booking costs the same however long the
+// queue, which the book keeps in a few words).
 func BenchmarkLimiterReserveLearn(b *testing.B) {
 	for _, tt := range []struct {
 		name    string

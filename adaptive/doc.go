@@ -128,7 +128,7 @@
 // successes have been seen) nor above Cap (default 10s). The successes are
 // kept as buckets of a log-linear histogram 1/32 of their value wide, so
 // the delay is the quantile rounded up to its bucket's end: at most 3.2%
-// above the exact one. Learn and Delay are lock-free.
+// above the exact one. Learn holds one short lock; Delay reads two atomics.
 //
 // The attempts a hedge beat are cancelled, and the loop does not tell of
 // them, so the slowest latencies are missing from what the Hedge learns:

@@ -3,6 +3,7 @@ package adaptive_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -52,7 +53,8 @@ func TestHedgeDelayIsTheQuantile(t *testing.T) {
 				ds = append(ds, d)
 				h.Learn(d, nil)
 			}
-			window := ds[len(ds)-1000:] // the last 1000 are kept
+			keep := max(1000, int(math.Ceil(20/(1-q)))) // the successes kept
+			window := ds[len(ds)-keep:]
 			want := exact(window, q)
 			got := h.Delay(1, 0, 0)
 			assert.GreaterOrEqual(t, got, want, "%s, q=%v: Delay = %v, exact %v", name, q, got, want)

@@ -403,3 +403,38 @@ func TestLimiterWithDeadlineAndBudget(t *testing.T) {
 			"one slot taken by the call's one attempt (slot %v), none by its refused retry", slot)
 	})
 }
+
+// A Limiter that learned a low rate, from a provider that served 1 request
+// a second while the client sent little, finds the capacity again when the
+// provider grows a hundredfold and the callers come: slowly while the rate
+// is near the old peak, then doubling for each round of news, so that the
+// windows from 80s after the change on are served at 0.6C at least.
+func TestLimiterRecoversAHundredfold(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newProvider(func(s int) int {
+			if s < 10 {
+				return 1
+			}
+			return 100
+		}, 5*time.Millisecond)
+		lim := &adaptive.Limiter{}
+		callers(2, 10*time.Second, 5*time.Second, p, retry.Policy{Limiter: lim, MaxAttempts: 1})
+		require.InDelta(t, 1, lim.Rate(), 0.1, "the rate learned at 1/s")
+		callers(200, 110*time.Second, 5*time.Second, p,
+			retry.Policy{Limiter: lim, MaxAttempts: 5, MinAttemptTime: 100 * time.Millisecond})
+		report := p.report()
+		first := time.Duration(-1)
+		for i, w := range p.windows {
+			from := time.Duration(i) * windowLen
+			if first < 0 && w.served >= 600 {
+				first = from
+			}
+			if from >= 90*time.Second {
+				assert.GreaterOrEqual(t, w.served, 600, "served from %v\n%s", from, report)
+				assert.Less(t, float64(w.throttled), 0.1*float64(w.attempts), "throttled from %v\n%s", from, report)
+			}
+		}
+		t.Logf("first window at 0.6C: from %v\n%s", first, report)
+	})
+}
