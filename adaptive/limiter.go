@@ -62,12 +62,13 @@ const (
 // Limiter is a [retry.Limiter] that needs no configured rate: it learns how
 // many attempts a second its provider accepts from the provider's own
 // answers, and paces every attempt of every call that shares it at that
-// rate. Until the first throttling answer it books every attempt at once; at
-// each one after that it lowers its rate, and with each success it raises
-// it again along a cubic curve that comes back to the rate that was
-// throttled and then probes above it, so that it follows a provider whose
-// capacity grows. Which answers are throttling ones, and how the rate moves,
-// is in the package doc.
+// rate. Until the first throttling answer it books every attempt at once;
+// from then on it paces, lowers its rate once for each episode of
+// throttling, to 0.85 of what the provider accepted, and with successes
+// raises it again along a cubic curve that comes back to that rate and then
+// probes above it, so that it follows a provider whose capacity grows.
+// Which answers are throttling ones, and how the rate moves, is in the
+// package doc.
 //
 // Put one Limiter in the [retry.Policy] of every call to one provider:
 //
@@ -167,8 +168,9 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 // attempts do, never for both one after the other. A booking that waits
 // beyond t has a Slack of one slot, and at least 20ms. Times must not go
 // back: a now earlier than one the Limiter has been given counts as that
-// one. It is the form for a simulation, which passes its virtual time; give
-// the booking back with Cancel.
+// one, and a zero now is the current time. It is the form for a
+// simulation, which passes its virtual time; give the booking back with
+// Cancel.
 func (l *Limiter) ReserveAt(now, t time.Time) retry.Reservation {
 	l.mu.Lock()
 	r := l.reserve(now, t, time.Time{})
@@ -236,10 +238,12 @@ func (l *Limiter) Learn(d time.Duration, err error) {
 // LearnAt is Learn at the time now, for a simulation: an attempt that
 // started at now-d ended at now with err (nil: success). A throttling
 // answer (see the package doc) lowers the rate, unless the attempt started
-// before the last cut's effect could be seen: before the attempts booked at
+// before the last cut's effect could be seen (before the attempts booked at
 // the old rate had all started, before the server's delay had passed, or
-// less than a second after it. Another error changes nothing but the
-// measured rates. A negative d counts as 0.
+// less than a second after the cut), or the provider accepted, over the
+// last second, at least the current rate. Another error changes nothing but
+// the measured rates. A negative d counts as 0, and a zero now is the
+// current time.
 func (l *Limiter) LearnAt(now time.Time, d time.Duration, err error) {
 	if err == nil {
 		l.successes.Add(1)
