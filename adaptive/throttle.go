@@ -74,17 +74,8 @@ func throttlingResponse(e *retry.ResponseError) bool {
 // quotaSpent reports whether the server said that no quota is left for the
 // client (a RateLimit r=0, or X-RateLimit-Remaining: 0), on any error
 // status: GitHub, for one, refuses a spent quota with 403.
-//
-// ResponseError gains the fields Remaining and RemainingFrom with branch
-// signals; until then no answer says so. At the merge, this becomes
-//
-//	return e.RemainingFrom != "" && e.Remaining == 0
-//
-// and TestThrottledQuotaSpent, which skips until those fields exist, then
-// checks it.
 func quotaSpent(e *retry.ResponseError) bool {
-	_ = e
-	return false
+	return e.RemainingFrom != "" && e.Remaining == 0
 }
 
 // delayProbe is a Policy under which retry.Next returns the server's delay

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"testing"
 	"time"
 
@@ -64,15 +63,10 @@ func TestThrottled(t *testing.T) {
 	}
 }
 
-// A quota of 0 left, which ResponseError carries once branch signals is
-// merged, is a throttling answer on any status: GitHub refuses a spent
-// quota with 403. Until then the fields do not exist and this skips; after
-// the merge it fails until quotaSpent reads them.
+// A quota of 0 left (RateLimit r=0, X-RateLimit-Remaining: 0) is a
+// throttling answer on any status: GitHub refuses a spent quota with 403.
 func TestThrottledQuotaSpent(t *testing.T) {
 	t.Parallel()
-	if _, ok := reflect.TypeFor[retry.ResponseError]().FieldByName("RemainingFrom"); !ok {
-		t.Skip("retry.ResponseError has no RemainingFrom yet: it comes with branch signals")
-	}
 	for _, h := range []http.Header{
 		{"X-Ratelimit-Remaining": {"0"}},
 		{"Ratelimit": {`"default";r=0;t=30`}},
