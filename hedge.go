@@ -78,6 +78,9 @@ type hedger struct {
 // its state on the heap, so that a call that does not hedge keeps all of its
 // own on the stack.
 func runHedged(ctx context.Context, p Policy, fn func(context.Context) error) (int, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	c := &call{ctx: ctx, observe: p.Observe}
 	now, deadline, err := c.begin(ctx, &p, fn)
 	if err != nil {
@@ -305,7 +308,7 @@ func (h *hedger) land(l landing) (int, error, bool) {
 		n, err := h.finish(now, stopCause(h.ctx), 0)
 		return n, err, true
 	}
-	s, reason := decide(*p, c.attempts, h.prev, l.err, &facts, now, h.deadline, h.u())
+	s, reason := decide(p, c.attempts, h.prev, l.err, &facts, now, h.deadline, h.u())
 	if reason == nil {
 		// A failure earns its wait, as without hedging: no attempt starts
 		// before it has passed, however many are in flight, so that a
@@ -452,7 +455,7 @@ func hedgedValue[T any](ctx context.Context, p Policy, fn func(context.Context) 
 	}
 	var mu sync.Mutex
 	var vals []kept
-	winner, err := run(ctx, p, func(ctx context.Context) error {
+	winner, err := runHedged(ctx, p, func(ctx context.Context) error {
 		v, err := fn(ctx)
 		if err == nil {
 			n := AttemptFrom(ctx)

@@ -183,7 +183,12 @@ const (
 // panic in fn propagates unchanged. A nil ctx counts as context.Background()
 // and a nil fn gives an error.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
-	_, err := run(ctx, policyOf(opts), fn)
+	p := policyOf(opts)
+	if p.Hedge != nil {
+		_, err := runHedged(ctx, p, fn)
+		return err
+	}
+	_, err := run(ctx, &p, fn)
 	return err
 }
 
@@ -202,13 +207,13 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 	var v T
 	p := policyOf(opts)
 	if fn == nil {
-		_, err := run(ctx, p, nil)
+		_, err := run(ctx, &p, nil)
 		return v, err
 	}
 	if p.Hedge != nil {
 		return hedgedValue(ctx, p, fn)
 	}
-	_, err := run(ctx, p, func(ctx context.Context) error {
+	_, err := run(ctx, &p, func(ctx context.Context) error {
 		var err error
 		v, err = fn(ctx)
 		return err
@@ -240,15 +245,15 @@ func policyOf(opts []Option) Policy {
 
 // run is the retry loop shared by Do and DoValue. It returns the number of
 // the attempt that succeeded, or the call's error.
-func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, error) {
+//
+// It never hedges, so that fn does not escape to the heap: a hedged call
+// goes to runHedged instead, chosen by the caller.
+func run(ctx context.Context, p *Policy, fn func(context.Context) error) (int, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if p.Hedge != nil && fn != nil {
-		return runHedged(ctx, p, fn)
-	}
 	c := call{ctx: ctx, observe: p.Observe}
-	now, deadline, err := c.begin(ctx, &p, fn)
+	now, deadline, err := c.begin(ctx, p, fn)
 	if err != nil {
 		return 0, err
 	}
@@ -260,6 +265,12 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, er
 		fctx = num
 	}
 	learn := learnerOf(p.Limiter)
+	// Without hooks of the user's (Observe, a Classifier, the Budget, Rand)
+	// or a Limiter, nothing between the reading of the clock after an
+	// attempt and a retry at once can take time worth charging to anyone,
+	// so that retry starts on that reading; with any of them, it reads the
+	// clock again, so that their time is not charged to the next attempt.
+	reread := c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil
 	var prev time.Duration // the last scheduled wait, for Decorrelated
 	for {
 		c.attempts++
@@ -267,7 +278,12 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, er
 			num.n.Store(int64(c.attempts))
 		}
 		began := now
-		err := attempt(fctx, now, p.AttemptTimeout, deadline, fn)
+		var err error
+		if p.AttemptTimeout > 0 {
+			err = attempt(fctx, now, p.AttemptTimeout, deadline, fn)
+		} else {
+			err = fn(fctx) // the common case, without a call to set up
+		}
 		if learn != nil {
 			now = time.Now()
 			learn.Learn(now.Sub(began), err)
@@ -294,6 +310,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, er
 			u = p.Rand
 		}
 		s, reason := decide(p, c.attempts, prev, err, &f, now, deadline, u())
+		after := now // when the decision was made
 		if reason != nil {
 			c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
 			return c.end(now, reason)
@@ -306,7 +323,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, er
 			// A token freed during the wait needs no second wait: the
 			// booking is for the end of the wait, and book has checked that
 			// a later start still fits.
-			if r, at, _, reason = book(ctx, &p, at, deadline); reason != nil {
+			if r, at, _, reason = book(ctx, p, at, deadline); reason != nil {
 				c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
 				return c.end(time.Now(), reason)
 			}
@@ -314,7 +331,7 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, er
 		// The budget is asked last, so a retry refused for any other reason
 		// costs no token.
 		if p.Budget != nil && !p.Budget.Withdraw(now) {
-			unbook(&p, &r)
+			unbook(p, &r)
 			c.observeAttempt(began, now, c.last, unknown, step{server: s.server})
 			return c.end(now, ErrBudgetExhausted)
 		}
@@ -323,7 +340,10 @@ func run(ctx context.Context, p Policy, fn func(context.Context) error) (int, er
 			c.observeAttempt(began, now, c.last, unknown, s)
 			c.waitFrom, c.waitBy = now, waitBy(Event{Retry: true, Wait: s.wait, Backoff: s.backoff, ServerDelay: s.server})
 		}
-		if now, reason = c.wait(ctx, &p, &r, at, time.Time{}, deadline); reason != nil {
+		if reread {
+			after = time.Time{}
+		}
+		if now, reason = c.wait(ctx, p, &r, at, after, deadline); reason != nil {
 			return c.end(now, reason)
 		}
 	}
@@ -353,8 +373,14 @@ func (c *call) begin(ctx context.Context, p *Policy, fn func(context.Context) er
 		if reason != nil {
 			return now, deadline, c.stop(time.Now(), reason)
 		}
-	} else if reason := ready(ctx, p, now, deadline); reason != nil {
-		return now, deadline, c.stop(now, reason)
+	} else if !deadline.IsZero() {
+		// ready's rule, for a context just found not done.
+		if !now.Before(deadline) {
+			return now, deadline, c.stop(now, context.DeadlineExceeded)
+		}
+		if !fits(now, 0, p.MinAttemptTime, deadline) {
+			return now, deadline, c.stop(now, ErrNoTimeLeft)
+		}
 	}
 	if p.Budget != nil {
 		p.Budget.Deposit(now)
@@ -590,7 +616,7 @@ func Next(p Policy, attempt int, prev time.Duration, err error, now, deadline ti
 		return 0, ErrNotRetryable
 	}
 	f := inspect(err)
-	s, stop := decide(p, attempt, prev, err, &f, now, deadline, u)
+	s, stop := decide(&p, attempt, prev, err, &f, now, deadline, u)
 	if stop != nil {
 		return 0, stop
 	}
@@ -640,7 +666,7 @@ type step struct {
 
 // decide is Next for a non-nil err whose facts are f, with the parts of the
 // wait kept apart for Observe.
-func decide(p Policy, attempt int, prev time.Duration, err error, f *facts, now, deadline time.Time, u float64) (step, error) {
+func decide(p *Policy, attempt int, prev time.Duration, err error, f *facts, now, deadline time.Time, u float64) (step, error) {
 	var s step
 	if reason := classify(p.Classifier, err, f); reason != nil {
 		return s, reason

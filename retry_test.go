@@ -903,6 +903,9 @@ func TestDoAllocations(t *testing.T) {
 	success := func(context.Context) error { return nil }
 	allocs := testing.AllocsPerRun(100, func() { _ = retry.Do(ctx, success) })
 	assert.Zero(t, allocs, "first-try success")
+	value := func(context.Context) (int, error) { return 1, nil }
+	allocs = testing.AllocsPerRun(100, func() { _, _ = retry.DoValue(ctx, value) })
+	assert.Zero(t, allocs, "first-try success of DoValue")
 
 	zeroWait := retry.Policy{MaxAttempts: 10, Backoff: retry.Constant(0)}
 	fn, reset := failing(2)
