@@ -399,16 +399,18 @@ type call struct {
 	attempts atomic.Int32 // attempts made
 
 	mu   sync.Mutex
-	sent map[int]answer // by attempt number: responses not yet returned or discarded
+	sent []answer  // responses not yet returned or discarded, by attempt number
+	one  [1]answer // sent's room for the usual single answer, so that it allocates nothing
 
 	// Set by Observe, on the goroutine that called RoundTrip.
 	winner int // the attempt that succeeded
 	held   int // the attempt that failed last with a response
 }
 
-// answer is an attempt's response, and its guard if the attempt had a
+// answer is attempt n's response, and its guard if the attempt had a
 // timeout.
 type answer struct {
+	n    int
 	resp *http.Response
 	g    *guard
 }
@@ -473,9 +475,9 @@ func (c *call) attempt(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	if c.sent == nil {
-		c.sent = make(map[int]answer, 2)
+		c.sent = c.one[:0]
 	}
-	c.sent[n] = answer{resp, g}
+	c.sent = append(c.sent, answer{n, resp, g})
 	c.mu.Unlock()
 	if err := retry.CheckResponse(resp); err != nil {
 		return c.refuse(err)
@@ -490,8 +492,8 @@ func (c *call) keep(n int) *http.Response {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var kept *http.Response
-	for m, a := range c.sent {
-		if m == n {
+	for _, a := range c.sent {
+		if a.n == n {
 			kept = a.resp
 			continue
 		}
@@ -504,10 +506,16 @@ func (c *call) keep(n int) *http.Response {
 // drop drains and closes the response of attempt n, if it has one.
 func (c *call) drop(n int) {
 	c.mu.Lock()
-	a, ok := c.sent[n]
-	delete(c.sent, n)
+	var a answer
+	for i, x := range c.sent {
+		if x.n == n {
+			a = x
+			c.sent = append(c.sent[:i], c.sent[i+1:]...)
+			break
+		}
+	}
 	c.mu.Unlock()
-	if ok {
+	if a.resp != nil {
 		discard(a.resp, a.g, c.timeout)
 	}
 }
