@@ -43,6 +43,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -70,6 +71,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	policy := fs.String("policy", "retry", `"retry" (retryriver) or "river" (River's default retry policy, no limiter)`)
 	fs.BoolVar(&c.crash, "crash", false, "kill the worker process with SIGKILL once 30% of the jobs are final and some are running, and start a new one")
 	fs.IntVar(&c.workers, "workers", 500, "River workers (MaxWorkers) per process")
+	fs.IntVar(&c.procs, "procs", 1, "worker `processes` on the one queue (PostgreSQL only, for more than 1)")
+	fs.StringVar(&c.limiter, "limiter", localLimiter, `"local" (a rate.Limiter in each process), "pg" (one limit shared through the drill's PostgreSQL) or "redis" (through Redis)`)
+	fs.StringVar(&c.redisURL, "redis", os.Getenv("RETRY_REDIS_URL"), "the Redis `URL` of -limiter redis; empty: a redis-server of the drill's own")
+	fs.DurationVar(&c.killStore, "kill-store", 0, "take the shared limiter's store away for `d` once 30% of the jobs are final, then bring it back")
+	fs.Float64Var(&c.fallback, "fallback", 0, "the shared limiter's fallback while its store is down: 0 fails closed, a `share` s in (0, 1] books locally at s times the rate")
 	fs.StringVar(&c.svg, "svg", "outage.svg", "where to write the chart")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the provider's lost replies and of the virtual-time drill")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
@@ -87,10 +93,41 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.workers < 1 {
 		return c, fmt.Errorf("outage: -workers must be at least 1")
 	}
+	if err := c.checkFleet(); err != nil {
+		return c, err
+	}
 	if _, err := paramsFor(c.scale); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// checkFleet checks the flags of the fleet: processes, limiter, store.
+func (c config) checkFleet() error {
+	shared := c.limiter == pgLimiter || c.limiter == redisLimiter
+	switch {
+	case c.limiter != localLimiter && !shared:
+		return fmt.Errorf("outage: -limiter must be local, pg or redis, not %q", c.limiter)
+	case c.procs < 1:
+		return fmt.Errorf("outage: -procs must be at least 1")
+	case c.procs > 1 && c.url == "":
+		return fmt.Errorf("outage: -procs %d needs -db (PostgreSQL): River's processes share a queue through its database, and the drill runs SQLite on one process only", c.procs)
+	case c.procs > 1 && c.crash:
+		return fmt.Errorf("outage: -crash runs one worker process (the jobs still running once it is killed are the ones it ran), not -procs %d", c.procs)
+	case c.limiter == pgLimiter && c.url == "":
+		return fmt.Errorf("outage: -limiter pg shares the limit through the drill's PostgreSQL: it needs -db")
+	case shared && c.riverDefault:
+		return fmt.Errorf("outage: -policy river has no limiter: -limiter %s would change nothing", c.limiter)
+	case c.killStore < 0:
+		return fmt.Errorf("outage: -kill-store must not be negative")
+	case c.killStore > 0 && !shared:
+		return fmt.Errorf("outage: -kill-store takes a shared limiter's store away: it needs -limiter pg or redis")
+	case !(c.fallback >= 0 && c.fallback <= 1):
+		return fmt.Errorf("outage: -fallback must be in [0, 1], not %v", c.fallback)
+	case c.fallback > 0 && !shared:
+		return fmt.Errorf("outage: -fallback is a shared limiter's: it needs -limiter pg or redis")
+	}
+	return nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -108,15 +145,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	var m *modelResult
-	if !c.riverDefault {
+	if !c.riverDefault && c.killStore == 0 && (r.procs == 1 || r.limiter.shared()) {
+		// The virtual-time drill has one limiter of the rate: one process's,
+		// or the fleet's shared one while its store is up.
 		mr := model(r.p, c.seed)
 		m = &mr
 	}
 	report(stdout, c, r, m)
 	bin := max(100*time.Millisecond, time.Duration(float64(time.Second)*c.scale))
 	ch := chart{
-		title:    fmt.Sprintf("Outage drill on River (%s, %s): attempts per second at the provider", r.db, policyName(c)),
+		title:    fmt.Sprintf("Outage drill on River (%s, %s%s): attempts per second at the provider", r.db, policyName(c), fleetName(r)),
 		arrivals: r.provider.arrivals, bin: bin, outage: r.provider.upAt, capacity: float64(r.p.capacity), drain: r.drain, crashAt: r.crashAt,
+		storeDown: r.storeDown, storeUp: r.storeUp,
 	}
 	if !c.riverDefault {
 		ch.limit = r.p.limit
@@ -145,6 +185,15 @@ func writeChart(path string, ch chart) error {
 		return err
 	}
 	return f.Close()
+}
+
+// fleetName names the fleet in the chart's title, when there is one.
+func fleetName(r *result) string {
+	if r.procs == 1 && !r.limiter.shared() {
+		return ""
+	}
+	name := map[string]string{localLimiter: "local limiters", pgLimiter: "limit shared on PostgreSQL", redisLimiter: "limit shared on Redis"}[r.limiter.kind]
+	return fmt.Sprintf(", %d processes, %s", r.procs, name)
 }
 
 func policyName(c config) string {
@@ -231,6 +280,9 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 		fmt.Fprintf(w, "policy: retryriver with retry.Policy{MaxAttempts: %d, Exponential{Base: %v, Cap: %v} full jitter, AttemptTimeout: %v,\n", p.maxAttempts, p.base, p.cap, p.attemptTimeout)
 		fmt.Fprintf(w, "  Limiter: rate.NewLimiter(%g, %d) for every attempt}\n", p.limit, p.burst)
 	}
+	if !c.riverDefault && (r.procs > 1 || r.limiter.shared()) {
+		fmt.Fprintf(w, "fleet: %d worker processes on one queue; limiter: %s\n", r.procs, r.limiter.describe(p, r.procs))
+	}
 	fmt.Fprintf(w, "workers: %d River workers per process", c.workers)
 	if r.crashAt > 0 {
 		fmt.Fprintf(w, "; the worker process was killed (SIGKILL) at %.1f s, with %d jobs final and %d running, and a new one started", r.crashAt.Seconds(), r.crashFinal, len(r.killed))
@@ -250,7 +302,7 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 		fmt.Fprintf(tw, "\tthis run\t\n")
 	} else {
 		fmt.Fprintf(tw, "\tthis run\tvirtual time (retry.Next, same parameters)\t\n")
-		m = &modelResult{delivered: m.delivered, dead: m.dead, attempts: m.attempts, duplicates: m.duplicates, unknownJobs: m.unknownJobs, peak: m.peak, drain: m.drain}
+		m = &modelResult{delivered: m.delivered, dead: m.dead, attempts: m.attempts, duplicates: m.duplicates, unknownJobs: m.unknownJobs, peak: m.peak, peakClock: m.peakClock, drain: m.drain}
 	}
 	f := r.final
 	v := func(x int) any {
@@ -270,6 +322,7 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	col("outcome-unknown", unknown, v(m.get(func(m *modelResult) int { return m.unknownJobs })))
 	col("attempts", fmt.Sprintf("%d (provider saw %d)", f.attempts, len(r.provider.arrivals)), v(m.get(func(m *modelResult) int { return m.attempts })))
 	col("peak attempts per second", r.peak, v(m.get(func(m *modelResult) int { return m.peak })))
+	col("peak attempts in a clock second", peakPerClockSecond(r.provider.arrivals), v(m.get(func(m *modelResult) int { return m.peakClock })))
 	drainModel := any(nil)
 	if m != nil {
 		drainModel = fmt.Sprintf("%.1f s", m.drain.Seconds())
@@ -283,8 +336,12 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 		len(r.provider.arrivals), len(r.provider.received), repeatedIn, mostIn)
 	fmt.Fprintf(w, "  %d notifications sent, %d of them more than once (at most %d per idempotency key);\n", r.provider.sent(), repeated, most)
 	fmt.Fprintf(w, "  %d attempts met the outage, %d throttled (429), %d replies lost\n", r.provider.metOutage(), r.provider.throttled, r.provider.lost)
+	if !c.riverDefault {
+		reportLimit(w, r)
+	}
 	fmt.Fprintf(w, "accounted for: %d of %d jobs (delivered, dead-lettered or cancelled), %d left behind\n", f.final(), p.jobs, p.jobs-f.final())
-	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window; drain: from the outage's start until no job was left;\n")
+	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window, or in one of the seconds counted from its first request;\n")
+	fmt.Fprintf(w, " drain: from the outage's start until no job was left;\n")
 	fmt.Fprintf(w, " outcome-unknown: jobs with an attempt that timed out, was cut off or whose worker died, marked in metadata %q)\n", "retry_outcome_unknown")
 }
 
@@ -294,4 +351,46 @@ func (m *modelResult) get(f func(*modelResult) int) int {
 		return 0
 	}
 	return f(m)
+}
+
+// reportLimit prints what the limiter allows the fleet over any sliding
+// second and what the provider saw, and, when the limit's store was taken
+// away, what the provider saw meanwhile against what the fallback allows.
+func reportLimit(w io.Writer, r *result) {
+	p, lc, n := r.p, r.limiter, r.procs
+	bound := p.limit + float64(p.burst)
+	if lc.shared() {
+		fmt.Fprintf(w, "limit: the fleet's attempts over any sliding second are at most the rate + burst = %g, and a burst more (%g)\n", bound, bound+float64(p.burst))
+		fmt.Fprintf(w, "  when attempts wake late (a booking's Slack, %v: a later one books again); the provider saw at most %d\n", slack(p), r.peak)
+	} else {
+		fmt.Fprintf(w, "limit: each process's attempts over any sliding second are at most the rate + burst = %g (and a burst more when they wake late),\n", bound)
+		fmt.Fprintf(w, "  so %d processes' up to %g; the provider saw at most %d\n", n, float64(n)*bound, r.peak)
+	}
+	if r.storeUp == 0 {
+		return
+	}
+	down := window(r.provider.arrivals, r.storeDown, r.storeUp)
+	late := window(r.provider.arrivals, r.storeDown+storeGrace, r.storeUp)
+	fmt.Fprintf(w, "store: the limiter's store was taken away from %.1f s to %.1f s (%d jobs final); meanwhile the provider received %d attempts,\n",
+		r.storeDown.Seconds(), r.storeUp.Seconds(), r.storeFinal, len(down))
+	fmt.Fprintf(w, "  %d of them after its first %v, at most %d in any sliding second", len(late), storeGrace, peakPerSecond(down))
+	if lc.fallback == 0 {
+		fmt.Fprintf(w, "; failing closed, the limiter allows none but those booked before\n")
+	} else {
+		fb := math.Ceil(float64(p.burst) * lc.fallback)
+		fmt.Fprintf(w, ";\n  falling back to %g of the rate, each process allows %g a second and a burst of %g: %d processes %g and %g\n",
+			lc.fallback, p.limit*lc.fallback, fb, n, float64(n)*p.limit*lc.fallback, float64(n)*fb)
+	}
+}
+
+// storeGrace is how long after its store is taken away a limiter may still
+// start attempts it booked before: the slots a process holds reach at most
+// a batch (50 ms of the rate) and the tolerance (the burst's time) ahead,
+// and an attempt reaches the provider a moment after its slot.
+const storeGrace = 500 * time.Millisecond
+
+// slack is the Slack of the drill's limiters' bookings: the time the rate
+// takes to refill the burst.
+func slack(p params) time.Duration {
+	return time.Duration(float64(p.burst) / p.limit * float64(time.Second))
 }

@@ -181,3 +181,24 @@ func peakPerSecond(sorted []time.Duration) int {
 	}
 	return peak
 }
+
+// peakPerClockSecond returns the most arrivals in one of the seconds
+// counted from the provider's first request.
+func peakPerClockSecond(sorted []time.Duration) int {
+	peak, n, sec := 0, 0, time.Duration(-1)
+	for _, t := range sorted {
+		if s := t / time.Second; s != sec {
+			sec, n = s, 0
+		}
+		n++
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+// window returns the arrivals in [from, to).
+func window(sorted []time.Duration, from, to time.Duration) []time.Duration {
+	lo, _ := slices.BinarySearch(sorted, from)
+	hi, _ := slices.BinarySearch(sorted, to)
+	return sorted[lo:max(lo, hi)]
+}
