@@ -54,7 +54,8 @@ type result struct {
 	// When the limit's store was taken away and brought back, on the
 	// provider's clock; zero without -kill-store.
 	storeDown, storeUp time.Duration
-	storeFinal         int // jobs final when it was taken away
+	storeFinal         int    // jobs final when it was taken away
+	loadStart          string // the machine's load averages when the drill began
 }
 
 // unknown returns the jobs marked outcome-unknown and their marked attempts.
@@ -123,7 +124,7 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	wc := workerConfig{postgres: s.postgres, dsn: s.dsn, schema: s.schema, providerURL: pr.url,
 		scale: c.scale, riverDefault: c.riverDefault, workers: c.workers, procs: procs, limiter: lc}
 
-	r := &result{db: s.name(), p: p, marks: !c.riverDefault, procs: procs, limiter: lc}
+	r := &result{db: s.name(), p: p, marks: !c.riverDefault, procs: procs, limiter: lc, loadStart: loadAverage()}
 	launched := time.Now()
 	separate := c.crash || procs > 1
 	stops := make([]func(kill bool), 0, procs)

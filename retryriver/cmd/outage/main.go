@@ -15,6 +15,12 @@
 //
 //	cd retryriver && go run ./cmd/outage                      # SQLite in a temporary file
 //	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL"  # PostgreSQL: a schema of its own, dropped after
+//	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL" -procs 4 -workers 125 -limiter redis -kill-store 5s
+//
+// The last is the fleet drill: four worker processes on one queue, whose
+// attempts share one limit of 200/s through Redis, and the Redis taken away
+// for 5 s mid-drill. All processes call the one provider, which counts what
+// it receives from all of them.
 //
 // Flags:
 //
@@ -27,6 +33,20 @@
 //	-seed n       seed of the provider's lost replies and of the virtual-time drill (default 1)
 //	-keep         keep the database afterwards (its path or schema is printed)
 //	-timeout d    give up if the jobs are not all final by then (default 30m)
+//	-procs n      worker processes on the one queue (default 1); more than 1 needs -db: the drill runs
+//	              SQLite on one process only, and -crash with one
+//	-limiter k    "local" (the default: a rate.NewLimiter(200, 10) in each process), "pg" (one limit
+//	              shared by every process through the drill's PostgreSQL, retrypg.NewLimiter; needs -db)
+//	              or "redis" (through Redis, retryredis.NewLimiter)
+//	-redis URL    the Redis of -limiter redis (default $RETRY_REDIS_URL); empty, or with -kill-store, a
+//	              redis-server of the drill's own on a loopback port
+//	-kill-store d take the shared limiter's store away for d once 30% of the jobs are final: Redis is
+//	              killed with SIGKILL and started again on the same port (losing its schedules); for
+//	              PostgreSQL, which also holds River's queue, the limiters' own path to it is cut (they
+//	              connect through a loopback proxy of the drill's, which closes their connections and
+//	              refuses new ones), so that the jobs' database stays up
+//	-fallback s   the shared limiter's behaviour while its store is down: 0 (the default) fails closed,
+//	              s in (0, 1] books on a local limiter at s times the rate in each process
 //
 // It exits with status 1 if any job is left behind or any figure fails its
 // check: every job delivered, dead-lettered or cancelled; each
@@ -34,7 +54,10 @@
 // idempotency key); every delivered job's notification sent; and, with the
 // retryriver policy, every job that met the outage, and every job the
 // crash drill's killed process was running, marked outcome-unknown or
-// found by the reconciliation query.
+// found by the reconciliation query. What the limiter allows (the rate and
+// the burst over any sliding second, for one process or the whole fleet)
+// and what the provider saw while the store was away are printed, not
+// checked: they move with the machine's load.
 package main
 
 import (
@@ -46,6 +69,8 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -339,6 +364,9 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	if !c.riverDefault {
 		reportLimit(w, r)
 	}
+	if r.loadStart != "" {
+		fmt.Fprintf(w, "machine: load average %s at the start, %s at the end (1, 5 and 15 minutes; %d CPUs)\n", r.loadStart, loadAverage(), runtime.NumCPU())
+	}
 	fmt.Fprintf(w, "accounted for: %d of %d jobs (delivered, dead-lettered or cancelled), %d left behind\n", f.final(), p.jobs, p.jobs-f.final())
 	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window, or in one of the seconds counted from its first request;\n")
 	fmt.Fprintf(w, " drain: from the outage's start until no job was left;\n")
@@ -373,9 +401,10 @@ func reportLimit(w io.Writer, r *result) {
 	late := window(r.provider.arrivals, r.storeDown+storeGrace, r.storeUp)
 	fmt.Fprintf(w, "store: the limiter's store was taken away from %.1f s to %.1f s (%d jobs final); meanwhile the provider received %d attempts,\n",
 		r.storeDown.Seconds(), r.storeUp.Seconds(), r.storeFinal, len(down))
-	fmt.Fprintf(w, "  %d of them after its first %v, at most %d in any sliding second", len(late), storeGrace, peakPerSecond(down))
+	fmt.Fprintf(w, "  %d of them after its first %v, at most %d in any sliding second; by second from when it went: %v", len(late), storeGrace, peakPerSecond(down),
+		bySecond(down, r.storeDown, r.storeUp))
 	if lc.fallback == 0 {
-		fmt.Fprintf(w, "; failing closed, the limiter allows none but those booked before\n")
+		fmt.Fprintf(w, ";\n  failing closed, the limiter books none: what came had been booked before\n")
 	} else {
 		fb := math.Ceil(float64(p.burst) * lc.fallback)
 		fmt.Fprintf(w, ";\n  falling back to %g of the rate, each process allows %g a second and a burst of %g: %d processes %g and %g\n",
@@ -393,4 +422,15 @@ const storeGrace = 500 * time.Millisecond
 // takes to refill the burst.
 func slack(p params) time.Duration {
 	return time.Duration(float64(p.burst) / p.limit * float64(time.Second))
+}
+
+// loadAverage returns the machine's load averages over 1, 5 and 15 minutes,
+// as the kernel gives them, or "" where it does not: figures measured on a
+// shared machine mean little without them.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return ""
 }

@@ -202,3 +202,13 @@ func window(sorted []time.Duration, from, to time.Duration) []time.Duration {
 	hi, _ := slices.BinarySearch(sorted, to)
 	return sorted[lo:max(lo, hi)]
 }
+
+// bySecond counts the arrivals in each whole second from from, up to to.
+func bySecond(sorted []time.Duration, from, to time.Duration) []int {
+	n := make([]int, max(0, int((to-from)/time.Second)))
+	to = from + time.Duration(len(n))*time.Second
+	for _, t := range window(sorted, from, to) {
+		n[(t-from)/time.Second]++
+	}
+	return n
+}
