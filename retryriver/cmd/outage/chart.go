@@ -19,9 +19,11 @@ type chart struct {
 	bin      time.Duration
 	outage   time.Duration
 	limit    float64 // 0: none
-	capacity float64
-	drain    time.Duration
-	crashAt  time.Duration // when the worker process was killed; 0 for none
+	// limitLabel names the limit's line.
+	limitLabel string
+	capacity   float64
+	drain      time.Duration
+	crashAt    time.Duration // when the worker process was killed; 0 for none
 	// When the shared limiter's store was taken away and brought back; 0
 	// for never.
 	storeDown, storeUp time.Duration
@@ -108,7 +110,7 @@ func (c chart) write(w io.Writer) error {
 	}
 	rule(c.capacity, "#555", fmt.Sprintf("provider capacity %g/s", c.capacity))
 	if c.limit > 0 {
-		rule(c.limit, "#1a73e8", fmt.Sprintf("limiter %g/s", c.limit))
+		rule(c.limit, "#1a73e8", c.limitLabel)
 	}
 	if c.crashAt > 0 {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#a50e0e" stroke-width="1.5"/>`+"\n", x(c.crashAt.Seconds()), x(c.crashAt.Seconds()), padTop, y(0))

@@ -179,12 +179,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	report(stdout, c, r, m)
 	bin := max(100*time.Millisecond, time.Duration(float64(time.Second)*c.scale))
 	ch := chart{
-		title:    fmt.Sprintf("Outage drill on River (%s, %s%s): attempts per second at the provider", r.db, policyName(c), fleetName(r)),
+		title:    fmt.Sprintf("Outage drill on River (%s, %s): attempts per second at the provider", r.db, policyName(c)),
 		arrivals: r.provider.arrivals, bin: bin, outage: r.provider.upAt, capacity: float64(r.p.capacity), drain: r.drain, crashAt: r.crashAt,
 		storeDown: r.storeDown, storeUp: r.storeUp,
 	}
 	if !c.riverDefault {
-		ch.limit = r.p.limit
+		ch.limit, ch.limitLabel = r.p.limit, fmt.Sprintf("limiter %g/s", r.p.limit)
+	}
+	if f := fleetName(r); f != "" && !c.riverDefault {
+		ch.title = fmt.Sprintf("Fleet drill on River (%s, %s): attempts/s at the provider", r.db, f)
+		if !r.limiter.shared() {
+			ch.limit, ch.limitLabel = float64(r.procs)*r.p.limit, fmt.Sprintf("%d limiters of %g/s", r.procs, r.p.limit)
+		}
 	}
 	if err := writeChart(c.svg, ch); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -212,13 +218,14 @@ func writeChart(path string, ch chart) error {
 	return f.Close()
 }
 
-// fleetName names the fleet in the chart's title, when there is one.
+// fleetName names the fleet in the chart's title, "" for one process with
+// its own limiter.
 func fleetName(r *result) string {
 	if r.procs == 1 && !r.limiter.shared() {
 		return ""
 	}
-	name := map[string]string{localLimiter: "local limiters", pgLimiter: "limit shared on PostgreSQL", redisLimiter: "limit shared on Redis"}[r.limiter.kind]
-	return fmt.Sprintf(", %d processes, %s", r.procs, name)
+	name := map[string]string{localLimiter: "a limiter each", pgLimiter: "one limit on PostgreSQL", redisLimiter: "one limit on Redis"}[r.limiter.kind]
+	return fmt.Sprintf("%d processes, %s", r.procs, name)
 }
 
 func policyName(c config) string {

@@ -306,7 +306,7 @@ func TestChartMarksOutageAndCrash(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
 	c := chart{title: "t", arrivals: []time.Duration{0, time.Second, 3 * time.Second}, bin: time.Second,
-		outage: time.Second, limit: 200, capacity: 300, drain: 4 * time.Second, crashAt: 2 * time.Second,
+		outage: time.Second, limit: 200, limitLabel: "limiter 200/s", capacity: 300, drain: 4 * time.Second, crashAt: 2 * time.Second,
 		storeDown: 2 * time.Second, storeUp: 3 * time.Second}
 	require.NoError(t, c.write(&b))
 	assertSVG(t, b.Bytes())

@@ -187,9 +187,10 @@ func runServiceFleet(t *testing.T, spec serviceSpec, procs int) serviceFleet {
 }
 
 func (r serviceFleet) String() string {
-	return fmt.Sprintf("%d processes x %d goroutines, limiter %s (%g/s, burst %d): the provider received %d requests in %v (%.1f/s), at most %d in any sliding second, %d in a clock second, by second %v; %d calls, %d delivered, stopped: %v",
+	return fmt.Sprintf("%d processes x %d goroutines, limiter %s (%g/s, burst %d): the provider received %d requests in %v (%.1f/s), at most %d in any sliding second, %d in a clock second, by second %v; %d calls, %d delivered, stopped: %v; load average %s",
 		r.procs, r.Goroutines, r.Limiter, r.Rate, r.Burst, len(r.arrivals), r.Duration, float64(len(r.arrivals))/r.Duration.Seconds(),
-		peakPerSecond(r.arrivals), peakPerClockSecond(r.arrivals), bySecond(r.arrivals, 0, r.Duration), r.report.Calls, r.report.OK, r.report.Stopped)
+		peakPerSecond(r.arrivals), peakPerClockSecond(r.arrivals), bySecond(r.arrivals, 0, r.Duration), r.report.Calls, r.report.OK, r.report.Stopped,
+		loadAverage())
 }
 
 // Four service processes, eight goroutines each, call one provider through
