@@ -465,7 +465,9 @@ func (s *downStore) Book(_ context.Context, sc fleet.Schedule, n int, after time
 	return after, int64(s.end), nil
 }
 
-func (s *downStore) Refund(context.Context, fleet.Schedule, int64, int) (bool, error) { return false, nil }
+func (s *downStore) Refund(context.Context, fleet.Schedule, int64, int) (bool, error) {
+	return false, nil
+}
 
 // A shared limiter that fails closed while its store is down makes the job
 // wait, snoozed with its attempt number given back, instead of cancelling
