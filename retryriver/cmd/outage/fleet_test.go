@@ -11,9 +11,10 @@ import (
 )
 
 // The fleet drill, small: 100 jobs on four worker processes of 10 River
-// workers each, on one PostgreSQL queue, with a limiter in each process or
-// one limit shared through PostgreSQL or Redis, and the shared limit's
-// store taken away for 3s once 30% of the jobs are final. Whatever the
+// workers each, on one queue (PostgreSQL, or one SQLite file), with a
+// limiter in each process or one limit shared through PostgreSQL or Redis,
+// and the shared limit's store taken away for 3s once 30% of the jobs are
+// final. Whatever the
 // machine's speed: every job accounted for as the single-process drill's
 // are (check), none cancelled for the store's outage (a job whose limiter
 // fails closed waits, snoozed); failing closed, no attempt reaches the
@@ -23,30 +24,36 @@ import (
 // way. The full-size figures are in the README.
 func TestFleetDrill(t *testing.T) {
 	t.Parallel()
-	db := os.Getenv("RETRY_POSTGRES_URL")
-	if db == "" {
-		t.Skip("needs PostgreSQL (River's processes share a queue through it): set RETRY_POSTGRES_URL, or run from the repository's root: " +
-			"bash -c 'source .ci/postgres; start_postgres; source .ci/redis; start_redis; trap \"stop_redis; stop_postgres\" EXIT; cd retryriver && go test -run TestFleetDrill ./cmd/outage'")
-	}
+	pg := os.Getenv("RETRY_POSTGRES_URL")
 	const procs, workers, down = 4, 10, 3 * time.Second
 	tests := []struct {
 		name      string
+		postgres  bool // River's queue on PostgreSQL, else on SQLite
 		limiter   string
 		killStore time.Duration
 		fallback  float64
 	}{
-		{"local", localLimiter, 0, 0},
-		{"postgres", pgLimiter, 0, 0},
-		{"redis", redisLimiter, 0, 0},
-		{"postgres cut, fail closed", pgLimiter, down, 0},
-		{"postgres cut, fallback 1/4", pgLimiter, down, 0.25},
-		{"redis killed, fail closed", redisLimiter, down, 0},
-		{"redis killed, fallback 1/4", redisLimiter, down, 0.25},
+		{"sqlite, local", false, localLimiter, 0, 0},
+		{"sqlite, redis killed, fail closed", false, redisLimiter, down, 0},
+		{"postgres, local", true, localLimiter, 0, 0},
+		{"postgres, pg", true, pgLimiter, 0, 0},
+		{"postgres, redis", true, redisLimiter, 0, 0},
+		{"postgres, pg cut, fail closed", true, pgLimiter, down, 0},
+		{"postgres, pg cut, fallback 1/4", true, pgLimiter, down, 0.25},
+		{"postgres, redis killed, fail closed", true, redisLimiter, down, 0},
+		{"postgres, redis killed, fallback 1/4", true, redisLimiter, down, 0.25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := config{url: db, scale: 0.01, workers: workers, seed: 1, stall: stall,
+			if tt.postgres && pg == "" {
+				t.Skip("needs PostgreSQL: set RETRY_POSTGRES_URL, or run from the repository's root: " +
+					"bash -c 'source .ci/postgres; start_postgres; source .ci/redis; start_redis; trap \"stop_redis; stop_postgres\" EXIT; cd retryriver && go test -run TestFleetDrill ./cmd/outage'")
+			}
+			c := config{scale: 0.01, workers: workers, seed: 1, stall: stall,
 				procs: procs, limiter: tt.limiter, killStore: tt.killStore, fallback: tt.fallback}
+			if tt.postgres {
+				c.url = pg
+			}
 			if tt.limiter == redisLimiter {
 				c.redisURL = os.Getenv("RETRY_REDIS_URL")
 				if _, err := exec.LookPath("redis-server"); err != nil && (c.redisURL == "" || tt.killStore > 0) {

@@ -33,8 +33,9 @@
 //	-seed n       seed of the provider's lost replies and of the virtual-time drill (default 1)
 //	-keep         keep the database afterwards (its path or schema is printed)
 //	-timeout d    give up if the jobs are not all final by then (default 30m)
-//	-procs n      worker processes on the one queue (default 1); more than 1 needs -db: the drill runs
-//	              SQLite on one process only, and -crash with one
+//	-procs n      worker processes on the one queue (default 1), on PostgreSQL or on the one SQLite
+//	              file (each process with its connection; WAL and a busy timeout let them take turns);
+//	              -crash runs one
 //	-limiter k    "local" (the default: a rate.NewLimiter(200, 10) in each process), "pg" (one limit
 //	              shared by every process through the drill's PostgreSQL, retrypg.NewLimiter; needs -db)
 //	              or "redis" (through Redis, retryredis.NewLimiter)
@@ -96,7 +97,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	policy := fs.String("policy", "retry", `"retry" (retryriver) or "river" (River's default retry policy, no limiter)`)
 	fs.BoolVar(&c.crash, "crash", false, "kill the worker process with SIGKILL once 30% of the jobs are final and some are running, and start a new one")
 	fs.IntVar(&c.workers, "workers", 500, "River workers (MaxWorkers) per process")
-	fs.IntVar(&c.procs, "procs", 1, "worker `processes` on the one queue (PostgreSQL only, for more than 1)")
+	fs.IntVar(&c.procs, "procs", 1, "worker `processes` on the one queue")
 	fs.StringVar(&c.limiter, "limiter", localLimiter, `"local" (a rate.Limiter in each process), "pg" (one limit shared through the drill's PostgreSQL) or "redis" (through Redis)`)
 	fs.StringVar(&c.redisURL, "redis", os.Getenv("RETRY_REDIS_URL"), "the Redis `URL` of -limiter redis; empty: a redis-server of the drill's own")
 	fs.DurationVar(&c.killStore, "kill-store", 0, "take the shared limiter's store away for `d` once 30% of the jobs are final, then bring it back")
@@ -135,8 +136,6 @@ func (c config) checkFleet() error {
 		return fmt.Errorf("outage: -limiter must be local, pg or redis, not %q", c.limiter)
 	case c.procs < 1:
 		return fmt.Errorf("outage: -procs must be at least 1")
-	case c.procs > 1 && c.url == "":
-		return fmt.Errorf("outage: -procs %d needs -db (PostgreSQL): River's processes share a queue through its database, and the drill runs SQLite on one process only", c.procs)
 	case c.procs > 1 && c.crash:
 		return fmt.Errorf("outage: -crash runs one worker process (the jobs still running once it is killed are the ones it ran), not -procs %d", c.procs)
 	case c.limiter == pgLimiter && c.url == "":

@@ -231,7 +231,7 @@ func assertSVG(t *testing.T, raw []byte) {
 func TestRunRejectsBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"-scale", "0"}, {"-scale", "2"}, {"-scale", "NaN"}, {"-policy", "other"}, {"-workers", "0"}, {"-nope"},
-		{"-procs", "0"}, {"-procs", "2"}, {"-db", "postgres://x", "-procs", "2", "-crash"}, {"-limiter", "other"}, {"-limiter", "pg"},
+		{"-procs", "0"}, {"-procs", "2", "-crash"}, {"-db", "postgres://x", "-procs", "2", "-crash"}, {"-limiter", "other"}, {"-limiter", "pg"},
 		{"-db", "postgres://x", "-limiter", "pg", "-policy", "river"}, {"-kill-store", "1s"}, {"-limiter", "redis", "-kill-store", "-1s"},
 		{"-fallback", "0.5"}, {"-limiter", "redis", "-fallback", "2"}, {"-limiter", "redis", "-fallback", "NaN"}} {
 		var stdout, stderr bytes.Buffer
