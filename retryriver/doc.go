@@ -78,8 +78,10 @@
 // again), and pays for each retry; the Limiter paces every attempt,
 // retries included: a job waits for its token on a timer before its worker
 // runs, holding its worker slot (so MaxWorkers bounds how many wait). Each
-// process has its own; for a limit across processes, divide the rate. A
-// job that waits for the Limiter is running in River's eyes: keep River's
+// process has its own, unless it is shared by the fleet (package fleet,
+// through retrypg or retryredis); a shared one that fails closed while its
+// store is down makes the job wait a second, snoozed (no attempt counted),
+// rather than cancelling it. A job that waits for the Limiter is running in River's eyes: keep River's
 // RescueStuckJobsAfter above the longest wait plus AttemptTimeout (see
 // [Middleware.Config]). Policy.AttemptTimeout bounds each attempt's
 // context, and is River's JobTimeout too. [WithDeadline] gives each job a

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/fleet"
 )
 
 // Middleware runs River jobs under a [retry.Policy]. It is both a River
@@ -180,6 +181,14 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 			// (the client is stopping): give it back untouched, so River
 			// makes it available again without counting the attempt.
 			return reason
+		}
+		if errors.Is(reason, fleet.ErrUnavailable) {
+			// A Limiter shared by the fleet fails closed while its store is
+			// down: no attempt may start now, but nothing is wrong with the
+			// job, and none was made. It waits for the store instead of
+			// being cancelled for it, as a snooze, which River does not
+			// count as an attempt.
+			return river.JobSnooze(limiterSnooze)
 		}
 		return m.stop(ctx, job, &st, reason, nil, time.Now())
 	}
@@ -362,6 +371,10 @@ func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
 	}
 	return now.Add(wait).UTC()
 }
+
+// limiterSnooze is how long a job waits when its Limiter's store is down:
+// the time a fleet.Limiter leaves a failed store alone before it asks again.
+const limiterSnooze = time.Second
 
 // errNoDecision stands for the error of an attempt that Work did not see end.
 var errNoDecision = retry.Transient(errors.New("retryriver: attempt ended without a decision"))

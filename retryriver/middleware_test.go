@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/fleet"
 	"github.com/seed93a044d1/retry/retryriver"
 )
 
@@ -443,4 +444,42 @@ func TestSnoozeDepositsOnce(t *testing.T) {
 			assert.Zero(t, budget.Balance())
 		})
 	}
+}
+
+// downStore is a fleet.Store that is down for its first bookings: each
+// fails as a store that refuses connections does.
+type downStore struct {
+	mu   sync.Mutex
+	down int // bookings left to fail
+	end  time.Duration
+}
+
+func (s *downStore) Book(_ context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down > 0 {
+		s.down--
+		return 0, 0, errors.New("connect: connection refused")
+	}
+	s.end += time.Duration(n) * sc.Interval // far below the rate: every booking starts at once
+	return after, int64(s.end), nil
+}
+
+func (s *downStore) Refund(context.Context, fleet.Schedule, int64, int) (bool, error) {
+	return false, nil
+}
+
+// A shared limiter that fails closed while its store is down makes the job
+// wait, snoozed with its attempt number given back, instead of cancelling
+// it: once the store answers, its first attempt runs and delivers.
+func TestLimiterStoreDownSnoozes(t *testing.T) {
+	t.Parallel()
+	b := sqliteBackend(t)
+	lim := fleet.New(&downStore{down: 2}, 100, 1, nil)
+	m := retryriver.New(retry.Policy{Limiter: lim})
+	job, runs := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error { return nil })
+	assert.Equal(t, rivertype.JobStateCompleted, job.State)
+	require.Len(t, runs, 1, "the worker ran once: while the store was down no attempt started")
+	assert.Equal(t, 1, runs[0].attempt, "the snoozes gave the attempt number back")
+	assert.Empty(t, job.Errors)
 }

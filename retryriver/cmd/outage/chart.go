@@ -19,9 +19,14 @@ type chart struct {
 	bin      time.Duration
 	outage   time.Duration
 	limit    float64 // 0: none
-	capacity float64
-	drain    time.Duration
-	crashAt  time.Duration // when the worker process was killed; 0 for none
+	// limitLabel names the limit's line.
+	limitLabel string
+	capacity   float64
+	drain      time.Duration
+	crashAt    time.Duration // when the worker process was killed; 0 for none
+	// When the shared limiter's store was taken away and brought back; 0
+	// for never.
+	storeDown, storeUp time.Duration
 }
 
 const (
@@ -79,6 +84,10 @@ func (c chart) write(w io.Writer) error {
 	// The outage.
 	fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%.1f" fill="#f4c7c3" opacity="0.6"/>`+"\n", x(0), padTop, x(c.outage.Seconds())-x(0), plotH)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#a50e0e">provider down</text>`+"\n", x(0)+4, padTop+14)
+	if c.storeUp > 0 {
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%.1f" fill="#fde293" opacity="0.6"/>`+"\n", x(c.storeDown.Seconds()), padTop, x(c.storeUp.Seconds())-x(c.storeDown.Seconds()), plotH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#b06000">limiter's store down</text>`+"\n", x(c.storeDown.Seconds())+4, padTop+46)
+	}
 	// Grid and ticks.
 	for i := 0; i <= 5; i++ {
 		v := yMax * float64(i) / 5
@@ -101,7 +110,7 @@ func (c chart) write(w io.Writer) error {
 	}
 	rule(c.capacity, "#555", fmt.Sprintf("provider capacity %g/s", c.capacity))
 	if c.limit > 0 {
-		rule(c.limit, "#1a73e8", fmt.Sprintf("limiter %g/s", c.limit))
+		rule(c.limit, "#1a73e8", c.limitLabel)
 	}
 	if c.crashAt > 0 {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#a50e0e" stroke-width="1.5"/>`+"\n", x(c.crashAt.Seconds()), x(c.crashAt.Seconds()), padTop, y(0))

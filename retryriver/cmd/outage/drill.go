@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -18,6 +21,11 @@ type config struct {
 	riverDefault bool
 	crash        bool
 	workers      int
+	procs        int           // worker processes on the one queue; 0 means 1
+	limiter      string        // localLimiter, pgLimiter or redisLimiter; "" means local
+	redisURL     string        // the Redis of -limiter redis; empty: one of the drill's own
+	killStore    time.Duration // take the shared limit's store away this long, mid-drill; 0: never
+	fallback     float64       // fleet.Options.Fallback of a shared limiter
 	svg          string
 	seed         uint64
 	keep         bool
@@ -41,6 +49,13 @@ type result struct {
 	crashAt    time.Duration // 0 without a crash
 	crashFinal int           // jobs final when the worker was killed
 	killed     []int64       // the jobs it was running
+	procs      int
+	limiter    limiterConfig
+	// When the limit's store was taken away and brought back, on the
+	// provider's clock; zero without -kill-store.
+	storeDown, storeUp time.Duration
+	storeFinal         int    // jobs final when it was taken away
+	loadStart          string // the machine's load averages when the drill began
 }
 
 // unknown returns the jobs marked outcome-unknown and their marked attempts.
@@ -67,13 +82,16 @@ func (r *result) reconciled() int {
 
 // drill runs the outage once: it makes the database and the provider,
 // queues the jobs, starts the workers (in this process, or in worker
-// processes for the crash drill), waits until every job is delivered,
-// dead-lettered or cancelled, and measures.
+// processes for the crash drill and a fleet of several), waits until every
+// job is delivered, dead-lettered or cancelled, and measures. With
+// -kill-store it takes the shared limit's store away once 30% of the jobs
+// are final, for c.killStore, and brings it back.
 func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	p, err := paramsFor(c.scale)
 	if err != nil {
 		return nil, err
 	}
+	procs := max(c.procs, 1)
 	s, err := openStore(ctx, c.url, c.keep)
 	if err != nil {
 		return nil, err
@@ -81,6 +99,18 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	defer s.cleanup()
 	if c.keep {
 		fmt.Fprintf(stderr, "outage: keeping the database: %s %s\n", s.dsn, s.schema)
+	}
+	lc := limiterConfig{kind: cmp.Or(c.limiter, localLimiter), fallback: c.fallback}
+	var ls *limitStore
+	if lc.shared() {
+		if ls, err = openLimitStore(ctx, lc.kind, s.dsn, c.redisURL, c.killStore > 0); err != nil {
+			return nil, err
+		}
+		defer ls.close()
+		lc.url, lc.name = ls.url, "outage-"+rand.Text()[:12]
+		if lc.kind == pgLimiter {
+			lc.schema = s.schema // the limiter's table is dropped with the drill's schema
+		}
 	}
 	pr, err := newProvider(p, c.seed, true)
 	if err != nil {
@@ -92,15 +122,27 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 		return nil, err
 	}
 	wc := workerConfig{postgres: s.postgres, dsn: s.dsn, schema: s.schema, providerURL: pr.url,
-		scale: c.scale, riverDefault: c.riverDefault, workers: c.workers}
+		scale: c.scale, riverDefault: c.riverDefault, workers: c.workers, procs: procs, limiter: lc}
 
-	r := &result{db: s.name(), p: p, marks: !c.riverDefault}
+	r := &result{db: s.name(), p: p, marks: !c.riverDefault, procs: procs, limiter: lc, loadStart: loadAverage()}
 	launched := time.Now()
-	stopWorker, err := startWorker(ctx, wc, c.crash, stderr)
-	if err != nil {
-		return nil, err
+	separate := c.crash || procs > 1
+	stops := make([]func(kill bool), 0, procs)
+	stopAll := func() {
+		var wg sync.WaitGroup
+		for _, stop := range stops {
+			wg.Go(func() { stop(false) })
+		}
+		wg.Wait()
 	}
-	defer func() { stopWorker(false) }()
+	defer func() { stopAll() }()
+	for range procs {
+		stop, err := startWorker(ctx, wc, separate, stderr)
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, stop)
+	}
 
 	crashed := !c.crash
 	lastReport := launched
@@ -108,6 +150,9 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	if c.timeout > 0 {
 		deadline = launched.Add(c.timeout)
 	}
+	// storeBack says when the limit's store came back, once it was taken
+	// away, on the provider's clock.
+	var storeBack chan storeReturn
 	lastFinal, lastArrivals, progressed := -1, -1, launched
 	for {
 		cnt, err := s.counts(ctx)
@@ -133,15 +178,21 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 			// end them but River's rescuer.
 			crashed = true
 			r.crashAt, r.crashFinal = now.Sub(start), cnt.final()
-			stopWorker(true)
+			stops[0](true)
 			if r.killed, err = s.running(ctx); err != nil {
 				return nil, fmt.Errorf("outage: reading the jobs: %w", err)
 			}
 			fmt.Fprintf(stderr, "outage: %5.1fs  killed the worker process (SIGKILL) with %d jobs running; starting a new one\n",
 				r.crashAt.Seconds(), len(r.killed))
-			if stopWorker, err = startWorker(ctx, wc, true, stderr); err != nil {
+			if stops[0], err = startWorker(ctx, wc, true, stderr); err != nil {
 				return nil, err
 			}
+		}
+		if c.killStore > 0 && storeBack == nil && cnt.final() >= p.jobs*3/10 {
+			storeBack = takeAway(ctx, ls, c.killStore, start)
+			r.storeDown, r.storeFinal = time.Since(start), cnt.final()
+			fmt.Fprintf(stderr, "outage: %5.1fs  took the limiter's store (%s) away for %v, with %d jobs final\n",
+				r.storeDown.Seconds(), lc.kind, c.killStore, cnt.final())
 		}
 		st := pr.stats()
 		if cnt.final() != lastFinal || len(st.arrivals) != lastArrivals {
@@ -155,7 +206,7 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 		if !deadline.IsZero() && now.After(deadline) {
 			return nil, fmt.Errorf("outage: %d of %d jobs still not final after %v: %+v", p.jobs-cnt.final(), p.jobs, c.timeout, cnt)
 		}
-		if c.stall > 0 && now.Sub(progressed) > c.stall {
+		if c.stall > 0 && now.Sub(progressed) > c.stall+c.killStore {
 			return nil, fmt.Errorf("outage: stuck: for %v no job became final and the provider had no request; %d of %d jobs not final: %+v",
 				c.stall, p.jobs-cnt.final(), p.jobs, cnt)
 		}
@@ -165,12 +216,47 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if storeBack != nil {
+		// The jobs may all be final before the store is back (with a
+		// fallback): the outage still lasts what was asked.
+		back := <-storeBack
+		if back.err != nil {
+			return nil, back.err
+		}
+		r.storeUp = back.at
+		fmt.Fprintf(stderr, "outage: %5.1fs  brought the limiter's store back\n", r.storeUp.Seconds())
+	}
 	if r.jobs, err = s.outcomes(ctx); err != nil {
 		return nil, err
 	}
 	r.provider = pr.stats()
 	r.peak = peakPerSecond(r.provider.arrivals)
 	return r, nil
+}
+
+// storeReturn is when the limit's store came back, or why it did not.
+type storeReturn struct {
+	at  time.Duration
+	err error
+}
+
+// takeAway takes ls away now, and brings it back after d (or when ctx
+// ends), then says when, on the clock that starts at start.
+func takeAway(ctx context.Context, ls *limitStore, d time.Duration, start time.Time) chan storeReturn {
+	back := make(chan storeReturn, 1)
+	if err := ls.kill(); err != nil {
+		back <- storeReturn{err: err}
+		return back
+	}
+	go func() {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		at := time.Since(start)
+		back <- storeReturn{at: at, err: ls.start()}
+	}()
+	return back
 }
 
 // lastSecond counts the arrivals in the second before now.

@@ -15,6 +15,12 @@
 //
 //	cd retryriver && go run ./cmd/outage                      # SQLite in a temporary file
 //	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL"  # PostgreSQL: a schema of its own, dropped after
+//	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL" -procs 4 -workers 125 -limiter redis -kill-store 5s
+//
+// The last is the fleet drill: four worker processes on one queue, whose
+// attempts share one limit of 200/s through Redis, and the Redis taken away
+// for 5 s mid-drill. All processes call the one provider, which counts what
+// it receives from all of them.
 //
 // Flags:
 //
@@ -27,6 +33,21 @@
 //	-seed n       seed of the provider's lost replies and of the virtual-time drill (default 1)
 //	-keep         keep the database afterwards (its path or schema is printed)
 //	-timeout d    give up if the jobs are not all final by then (default 30m)
+//	-procs n      worker processes on the one queue (default 1), on PostgreSQL or on the one SQLite
+//	              file (each process with its connection; WAL and a busy timeout let them take turns);
+//	              -crash runs one
+//	-limiter k    "local" (the default: a rate.NewLimiter(200, 10) in each process), "pg" (one limit
+//	              shared by every process through the drill's PostgreSQL, retrypg.NewLimiter; needs -db)
+//	              or "redis" (through Redis, retryredis.NewLimiter)
+//	-redis URL    the Redis of -limiter redis (default $RETRY_REDIS_URL); empty, or with -kill-store, a
+//	              redis-server of the drill's own on a loopback port
+//	-kill-store d take the shared limiter's store away for d once 30% of the jobs are final: Redis is
+//	              killed with SIGKILL and started again on the same port (losing its schedules); for
+//	              PostgreSQL, which also holds River's queue, the limiters' own path to it is cut (they
+//	              connect through a loopback proxy of the drill's, which closes their connections and
+//	              refuses new ones), so that the jobs' database stays up
+//	-fallback s   the shared limiter's behaviour while its store is down: 0 (the default) fails closed,
+//	              s in (0, 1] books on a local limiter at s times the rate in each process
 //
 // It exits with status 1 if any job is left behind or any figure fails its
 // check: every job delivered, dead-lettered or cancelled; each
@@ -34,7 +55,10 @@
 // idempotency key); every delivered job's notification sent; and, with the
 // retryriver policy, every job that met the outage, and every job the
 // crash drill's killed process was running, marked outcome-unknown or
-// found by the reconciliation query.
+// found by the reconciliation query. What the limiter allows (the rate and
+// the burst over any sliding second, for one process or the whole fleet)
+// and what the provider saw while the store was away are printed, not
+// checked: they move with the machine's load.
 package main
 
 import (
@@ -43,8 +67,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -70,6 +97,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	policy := fs.String("policy", "retry", `"retry" (retryriver) or "river" (River's default retry policy, no limiter)`)
 	fs.BoolVar(&c.crash, "crash", false, "kill the worker process with SIGKILL once 30% of the jobs are final and some are running, and start a new one")
 	fs.IntVar(&c.workers, "workers", 500, "River workers (MaxWorkers) per process")
+	fs.IntVar(&c.procs, "procs", 1, "worker `processes` on the one queue")
+	fs.StringVar(&c.limiter, "limiter", localLimiter, `"local" (a rate.Limiter in each process), "pg" (one limit shared through the drill's PostgreSQL) or "redis" (through Redis)`)
+	fs.StringVar(&c.redisURL, "redis", os.Getenv("RETRY_REDIS_URL"), "the Redis `URL` of -limiter redis; empty: a redis-server of the drill's own")
+	fs.DurationVar(&c.killStore, "kill-store", 0, "take the shared limiter's store away for `d` once 30% of the jobs are final, then bring it back")
+	fs.Float64Var(&c.fallback, "fallback", 0, "the shared limiter's fallback while its store is down: 0 fails closed, a `share` s in (0, 1] books locally at s times the rate")
 	fs.StringVar(&c.svg, "svg", "outage.svg", "where to write the chart")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the provider's lost replies and of the virtual-time drill")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
@@ -87,10 +119,39 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.workers < 1 {
 		return c, fmt.Errorf("outage: -workers must be at least 1")
 	}
+	if err := c.checkFleet(); err != nil {
+		return c, err
+	}
 	if _, err := paramsFor(c.scale); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// checkFleet checks the flags of the fleet: processes, limiter, store.
+func (c config) checkFleet() error {
+	shared := c.limiter == pgLimiter || c.limiter == redisLimiter
+	switch {
+	case c.limiter != localLimiter && !shared:
+		return fmt.Errorf("outage: -limiter must be local, pg or redis, not %q", c.limiter)
+	case c.procs < 1:
+		return fmt.Errorf("outage: -procs must be at least 1")
+	case c.procs > 1 && c.crash:
+		return fmt.Errorf("outage: -crash runs one worker process (the jobs still running once it is killed are the ones it ran), not -procs %d", c.procs)
+	case c.limiter == pgLimiter && c.url == "":
+		return fmt.Errorf("outage: -limiter pg shares the limit through the drill's PostgreSQL: it needs -db")
+	case shared && c.riverDefault:
+		return fmt.Errorf("outage: -policy river has no limiter: -limiter %s would change nothing", c.limiter)
+	case c.killStore < 0:
+		return fmt.Errorf("outage: -kill-store must not be negative")
+	case c.killStore > 0 && !shared:
+		return fmt.Errorf("outage: -kill-store takes a shared limiter's store away: it needs -limiter pg or redis")
+	case !(c.fallback >= 0 && c.fallback <= 1):
+		return fmt.Errorf("outage: -fallback must be in [0, 1], not %v", c.fallback)
+	case c.fallback > 0 && !shared:
+		return fmt.Errorf("outage: -fallback is a shared limiter's: it needs -limiter pg or redis")
+	}
+	return nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -108,7 +169,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	var m *modelResult
-	if !c.riverDefault {
+	if !c.riverDefault && c.killStore == 0 && (r.procs == 1 || r.limiter.shared()) {
+		// The virtual-time drill has one limiter of the rate: one process's,
+		// or the fleet's shared one while its store is up.
 		mr := model(r.p, c.seed)
 		m = &mr
 	}
@@ -117,9 +180,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ch := chart{
 		title:    fmt.Sprintf("Outage drill on River (%s, %s): attempts per second at the provider", r.db, policyName(c)),
 		arrivals: r.provider.arrivals, bin: bin, outage: r.provider.upAt, capacity: float64(r.p.capacity), drain: r.drain, crashAt: r.crashAt,
+		storeDown: r.storeDown, storeUp: r.storeUp,
 	}
 	if !c.riverDefault {
-		ch.limit = r.p.limit
+		ch.limit, ch.limitLabel = r.p.limit, fmt.Sprintf("limiter %g/s", r.p.limit)
+	}
+	if f := fleetName(r); f != "" && !c.riverDefault {
+		ch.title = fmt.Sprintf("Fleet drill on River (%s, %s): attempts/s at the provider", r.db, f)
+		if !r.limiter.shared() {
+			ch.limit, ch.limitLabel = float64(r.procs)*r.p.limit, fmt.Sprintf("%d limiters of %g/s", r.procs, r.p.limit)
+		}
 	}
 	if err := writeChart(c.svg, ch); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -145,6 +215,16 @@ func writeChart(path string, ch chart) error {
 		return err
 	}
 	return f.Close()
+}
+
+// fleetName names the fleet in the chart's title, "" for one process with
+// its own limiter.
+func fleetName(r *result) string {
+	if r.procs == 1 && !r.limiter.shared() {
+		return ""
+	}
+	name := map[string]string{localLimiter: "a limiter each", pgLimiter: "one limit on PostgreSQL", redisLimiter: "one limit on Redis"}[r.limiter.kind]
+	return fmt.Sprintf("%d processes, %s", r.procs, name)
 }
 
 func policyName(c config) string {
@@ -231,6 +311,9 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 		fmt.Fprintf(w, "policy: retryriver with retry.Policy{MaxAttempts: %d, Exponential{Base: %v, Cap: %v} full jitter, AttemptTimeout: %v,\n", p.maxAttempts, p.base, p.cap, p.attemptTimeout)
 		fmt.Fprintf(w, "  Limiter: rate.NewLimiter(%g, %d) for every attempt}\n", p.limit, p.burst)
 	}
+	if !c.riverDefault && (r.procs > 1 || r.limiter.shared()) {
+		fmt.Fprintf(w, "fleet: %d worker processes on one queue; limiter: %s\n", r.procs, r.limiter.describe(p, r.procs))
+	}
 	fmt.Fprintf(w, "workers: %d River workers per process", c.workers)
 	if r.crashAt > 0 {
 		fmt.Fprintf(w, "; the worker process was killed (SIGKILL) at %.1f s, with %d jobs final and %d running, and a new one started", r.crashAt.Seconds(), r.crashFinal, len(r.killed))
@@ -250,7 +333,7 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 		fmt.Fprintf(tw, "\tthis run\t\n")
 	} else {
 		fmt.Fprintf(tw, "\tthis run\tvirtual time (retry.Next, same parameters)\t\n")
-		m = &modelResult{delivered: m.delivered, dead: m.dead, attempts: m.attempts, duplicates: m.duplicates, unknownJobs: m.unknownJobs, peak: m.peak, drain: m.drain}
+		m = &modelResult{delivered: m.delivered, dead: m.dead, attempts: m.attempts, duplicates: m.duplicates, unknownJobs: m.unknownJobs, peak: m.peak, peakClock: m.peakClock, drain: m.drain}
 	}
 	f := r.final
 	v := func(x int) any {
@@ -270,6 +353,7 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	col("outcome-unknown", unknown, v(m.get(func(m *modelResult) int { return m.unknownJobs })))
 	col("attempts", fmt.Sprintf("%d (provider saw %d)", f.attempts, len(r.provider.arrivals)), v(m.get(func(m *modelResult) int { return m.attempts })))
 	col("peak attempts per second", r.peak, v(m.get(func(m *modelResult) int { return m.peak })))
+	col("peak attempts in a clock second", peakPerClockSecond(r.provider.arrivals), v(m.get(func(m *modelResult) int { return m.peakClock })))
 	drainModel := any(nil)
 	if m != nil {
 		drainModel = fmt.Sprintf("%.1f s", m.drain.Seconds())
@@ -283,8 +367,15 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 		len(r.provider.arrivals), len(r.provider.received), repeatedIn, mostIn)
 	fmt.Fprintf(w, "  %d notifications sent, %d of them more than once (at most %d per idempotency key);\n", r.provider.sent(), repeated, most)
 	fmt.Fprintf(w, "  %d attempts met the outage, %d throttled (429), %d replies lost\n", r.provider.metOutage(), r.provider.throttled, r.provider.lost)
+	if !c.riverDefault {
+		reportLimit(w, r)
+	}
+	if r.loadStart != "" {
+		fmt.Fprintf(w, "machine: load average %s at the start, %s at the end (1, 5 and 15 minutes; %d CPUs)\n", r.loadStart, loadAverage(), runtime.NumCPU())
+	}
 	fmt.Fprintf(w, "accounted for: %d of %d jobs (delivered, dead-lettered or cancelled), %d left behind\n", f.final(), p.jobs, p.jobs-f.final())
-	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window; drain: from the outage's start until no job was left;\n")
+	fmt.Fprintf(w, "(peak: most attempts reaching the provider in any 1-second sliding window, or in one of the seconds counted from its first request;\n")
+	fmt.Fprintf(w, " drain: from the outage's start until no job was left;\n")
 	fmt.Fprintf(w, " outcome-unknown: jobs with an attempt that timed out, was cut off or whose worker died, marked in metadata %q)\n", "retry_outcome_unknown")
 }
 
@@ -294,4 +385,58 @@ func (m *modelResult) get(f func(*modelResult) int) int {
 		return 0
 	}
 	return f(m)
+}
+
+// reportLimit prints what the limiter allows the fleet over any sliding
+// second and what the provider saw, and, when the limit's store was taken
+// away, what the provider saw meanwhile against what the fallback allows.
+func reportLimit(w io.Writer, r *result) {
+	p, lc, n := r.p, r.limiter, r.procs
+	bound := p.limit + float64(p.burst)
+	if lc.shared() {
+		fmt.Fprintf(w, "limit: the fleet's attempts over any sliding second are at most the rate + burst = %g, and a burst more (%g)\n", bound, bound+float64(p.burst))
+		fmt.Fprintf(w, "  when attempts wake late (a booking's Slack, %v: a later one books again); the provider saw at most %d\n", slack(p), r.peak)
+	} else {
+		fmt.Fprintf(w, "limit: each process's attempts over any sliding second are at most the rate + burst = %g (and a burst more when they wake late),\n", bound)
+		fmt.Fprintf(w, "  so %d processes' up to %g; the provider saw at most %d\n", n, float64(n)*bound, r.peak)
+	}
+	if r.storeUp == 0 {
+		return
+	}
+	down := window(r.provider.arrivals, r.storeDown, r.storeUp)
+	late := window(r.provider.arrivals, r.storeDown+storeGrace, r.storeUp)
+	fmt.Fprintf(w, "store: the limiter's store was taken away from %.1f s to %.1f s (%d jobs final); meanwhile the provider received %d attempts,\n",
+		r.storeDown.Seconds(), r.storeUp.Seconds(), r.storeFinal, len(down))
+	fmt.Fprintf(w, "  %d of them after its first %v, at most %d in any sliding second; by second from when it went: %v", len(late), storeGrace, peakPerSecond(down),
+		bySecond(down, r.storeDown, r.storeUp))
+	if lc.fallback == 0 {
+		fmt.Fprintf(w, ";\n  failing closed, the limiter books none: what came had been booked before\n")
+	} else {
+		fb := math.Ceil(float64(p.burst) * lc.fallback)
+		fmt.Fprintf(w, ";\n  falling back to %g of the rate, each process allows %g a second and a burst of %g: %d processes %g and %g\n",
+			lc.fallback, p.limit*lc.fallback, fb, n, float64(n)*p.limit*lc.fallback, float64(n)*fb)
+	}
+}
+
+// storeGrace is how long after its store is taken away a limiter may still
+// start attempts it booked before: the slots a process holds reach at most
+// a batch (50 ms of the rate) and the tolerance (the burst's time) ahead,
+// and an attempt reaches the provider a moment after its slot.
+const storeGrace = 500 * time.Millisecond
+
+// slack is the Slack of the drill's limiters' bookings: the time the rate
+// takes to refill the burst.
+func slack(p params) time.Duration {
+	return time.Duration(float64(p.burst) / p.limit * float64(time.Second))
+}
+
+// loadAverage returns the machine's load averages over 1, 5 and 15 minutes,
+// as the kernel gives them, or "" where it does not: figures measured on a
+// shared machine mean little without them.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return ""
 }

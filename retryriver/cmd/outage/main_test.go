@@ -16,10 +16,14 @@ import (
 )
 
 // TestMain lets the test binary be the drill's worker process too, as the
-// command is: the crash drill starts os.Executable() with workerEnv set.
+// command is (the crash drill and the fleet start os.Executable() with
+// workerEnv set), and a process of TestServiceFleet's.
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:]))
+	}
+	if spec := os.Getenv(serviceEnv); spec != "" {
+		os.Exit(serviceMain(spec))
 	}
 	os.Exit(m.Run())
 }
@@ -226,7 +230,10 @@ func assertSVG(t *testing.T, raw []byte) {
 
 func TestRunRejectsBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"-scale", "0"}, {"-scale", "2"}, {"-scale", "NaN"}, {"-policy", "other"}, {"-workers", "0"}, {"-nope"}} {
+	for _, args := range [][]string{{"-scale", "0"}, {"-scale", "2"}, {"-scale", "NaN"}, {"-policy", "other"}, {"-workers", "0"}, {"-nope"},
+		{"-procs", "0"}, {"-procs", "2", "-crash"}, {"-db", "postgres://x", "-procs", "2", "-crash"}, {"-limiter", "other"}, {"-limiter", "pg"},
+		{"-db", "postgres://x", "-limiter", "pg", "-policy", "river"}, {"-kill-store", "1s"}, {"-limiter", "redis", "-kill-store", "-1s"},
+		{"-fallback", "0.5"}, {"-limiter", "redis", "-fallback", "2"}, {"-limiter", "redis", "-fallback", "NaN"}} {
 		var stdout, stderr bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &stdout, &stderr), "run(%v)", args)
 		assert.NotEmpty(t, stderr.String(), "run(%v) said nothing", args)
@@ -274,14 +281,37 @@ func TestPeakPerSecond(t *testing.T) {
 	}
 }
 
+// The per-second counts of the fleet's report: clock seconds from the
+// provider's first request, a window, and seconds from a moment on.
+func TestPerSecondCounts(t *testing.T) {
+	t.Parallel()
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	a := ms(700, 800, 900, 1100, 1200, 3500)
+	assert.Equal(t, 3, peakPerClockSecond(a), "0.7, 0.8 and 0.9 s")
+	assert.Equal(t, 5, peakPerSecond(a), "0.7 to 1.2 s")
+	assert.Zero(t, peakPerClockSecond(nil))
+	assert.Equal(t, ms(900, 1100), window(a, 900*time.Millisecond, 1200*time.Millisecond))
+	assert.Empty(t, window(a, 2*time.Second, time.Second), "an empty window")
+	assert.Equal(t, []int{3, 0}, bySecond(a, 900*time.Millisecond, 3500*time.Millisecond), "whole seconds: 0.9 to 2.9 s")
+	assert.Equal(t, []int{}, bySecond(a, time.Second, time.Second))
+}
+
 func TestChartMarksOutageAndCrash(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
 	c := chart{title: "t", arrivals: []time.Duration{0, time.Second, 3 * time.Second}, bin: time.Second,
-		outage: time.Second, limit: 200, capacity: 300, drain: 4 * time.Second, crashAt: 2 * time.Second}
+		outage: time.Second, limit: 200, limitLabel: "limiter 200/s", capacity: 300, drain: 4 * time.Second, crashAt: 2 * time.Second,
+		storeDown: 2 * time.Second, storeUp: 3 * time.Second}
 	require.NoError(t, c.write(&b))
 	assertSVG(t, b.Bytes())
 	assert.Contains(t, b.String(), "worker process killed")
+	assert.Contains(t, b.String(), "limiter's store down")
 	assert.Contains(t, b.String(), "limiter 200/s")
 	assert.Equal(t, []float64{1, 1, 0, 1, 0}, c.rates())
 }

@@ -22,8 +22,8 @@ import (
 
 // modelResult is what the virtual-time drill measured.
 type modelResult struct {
-	delivered, dead, attempts, duplicates, unknownJobs, peak int
-	drain                                                    time.Duration
+	delivered, dead, attempts, duplicates, unknownJobs, peak, peakClock int
+	drain                                                               time.Duration
 }
 
 type due struct {
@@ -119,5 +119,6 @@ func model(p params, seed uint64) modelResult {
 		}
 	}
 	r.peak = peakPerSecond(arrivals) // arrivals are in order: the limiter hands out tokens in time order
+	r.peakClock = peakPerClockSecond(arrivals)
 	return r
 }

@@ -181,3 +181,34 @@ func peakPerSecond(sorted []time.Duration) int {
 	}
 	return peak
 }
+
+// peakPerClockSecond returns the most arrivals in one of the seconds
+// counted from the provider's first request.
+func peakPerClockSecond(sorted []time.Duration) int {
+	peak, n, sec := 0, 0, time.Duration(-1)
+	for _, t := range sorted {
+		if s := t / time.Second; s != sec {
+			sec, n = s, 0
+		}
+		n++
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+// window returns the arrivals in [from, to).
+func window(sorted []time.Duration, from, to time.Duration) []time.Duration {
+	lo, _ := slices.BinarySearch(sorted, from)
+	hi, _ := slices.BinarySearch(sorted, to)
+	return sorted[lo:max(lo, hi)]
+}
+
+// bySecond counts the arrivals in each whole second from from, up to to.
+func bySecond(sorted []time.Duration, from, to time.Duration) []int {
+	n := make([]int, max(0, int((to-from)/time.Second)))
+	to = from + time.Duration(len(n))*time.Second
+	for _, t := range window(sorted, from, to) {
+		n[(t-from)/time.Second]++
+	}
+	return n
+}

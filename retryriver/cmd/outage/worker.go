@@ -72,10 +72,14 @@ type workerConfig struct {
 	scale        float64
 	riverDefault bool // River's own retry policy instead of retryriver's
 	workers      int
+	procs        int // worker processes in the fleet, this one included
+	limiter      limiterConfig
 }
 
 func (c workerConfig) args() []string {
-	a := []string{"-dsn", c.dsn, "-provider", c.providerURL, "-scale", fmt.Sprint(c.scale), "-workers", fmt.Sprint(c.workers)}
+	a := []string{"-dsn", c.dsn, "-provider", c.providerURL, "-scale", fmt.Sprint(c.scale), "-workers", fmt.Sprint(c.workers),
+		"-procs", fmt.Sprint(c.procs)}
+	a = append(a, c.limiter.args()...)
 	if c.postgres {
 		a = append(a, "-schema", c.schema)
 	}
@@ -93,6 +97,12 @@ func parseWorkerConfig(args []string) (workerConfig, error) {
 	fs.StringVar(&c.providerURL, "provider", "", "")
 	fs.Float64Var(&c.scale, "scale", 1, "")
 	fs.IntVar(&c.workers, "workers", 500, "")
+	fs.IntVar(&c.procs, "procs", 1, "")
+	fs.StringVar(&c.limiter.kind, "limiter", localLimiter, "")
+	fs.StringVar(&c.limiter.url, "limiter-url", "", "")
+	fs.StringVar(&c.limiter.schema, "limiter-schema", "", "")
+	fs.StringVar(&c.limiter.name, "limit-name", "", "")
+	fs.Float64Var(&c.limiter.fallback, "fallback", 0, "")
 	policy := fs.String("policy", "retry", "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -122,8 +132,9 @@ func workerMain(args []string) int {
 	return 0
 }
 
-// riverConfig returns the River configuration of the drill's workers.
-func riverConfig(c workerConfig, p params) *river.Config {
+// riverConfig returns the River configuration of the drill's workers, whose
+// attempts lim paces.
+func riverConfig(c workerConfig, p params, lim retry.Limiter) *river.Config {
 	transport := &http.Transport{MaxIdleConnsPerHost: c.workers, IdleConnTimeout: time.Minute}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &notifyWorker{client: &http.Client{Transport: transport}, url: c.providerURL})
@@ -132,11 +143,12 @@ func riverConfig(c workerConfig, p params) *river.Config {
 	// plus a margin for a process stalled by a loaded machine; earlier, a
 	// live job would run twice (the provider's key would absorb it, and
 	// the middleware would mark it, but it is not the drill's subject).
-	// Under 10 s in all, so that the new worker process of the crash drill
-	// rescues the dead one's jobs as soon as it is the leader (the dead
-	// leader's lease lasts 15 s; River's rescuer runs when a client becomes
-	// the leader and then every 30 s).
-	queueing := time.Duration(float64(c.workers) / p.limit * float64(time.Second))
+	// Under 10 s in all with one process, so that the new worker process of
+	// the crash drill rescues the dead one's jobs as soon as it is the
+	// leader (the dead leader's lease lasts 15 s; River's rescuer runs when a
+	// client becomes the leader and then every 30 s). With a limit shared by
+	// several processes, every worker slot of the fleet queues for it.
+	queueing := time.Duration(c.limiter.queueing(p, max(c.procs, 1), c.workers) * float64(time.Second))
 	cfg := &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.workers}},
 		Workers:              workers,
@@ -151,7 +163,9 @@ func riverConfig(c workerConfig, p params) *river.Config {
 		cfg.MaxAttempts = p.maxAttempts // River's schedule, River's lack of limits; the same attempts
 		return cfg
 	}
-	return retryriver.New(p.policy()).Config(cfg)
+	pol := p.policy()
+	pol.Limiter = lim
+	return retryriver.New(pol).Config(cfg)
 }
 
 // work runs a River client with the drill's workers until ctx ends.
@@ -160,7 +174,12 @@ func work(ctx context.Context, c workerConfig) error {
 	if err != nil {
 		return err
 	}
-	cfg := riverConfig(c, p)
+	lim, closeLimiter, err := c.limiter.limiter(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
+	cfg := riverConfig(c, p, lim)
 	var client interface {
 		Start(context.Context) error
 		Stop(context.Context) error
