@@ -24,7 +24,8 @@
 // HEAD; -rev names another. The version is that of the newest release
 // heading in the commit's CHANGELOG.md; -version overrides it. The published
 // modules are those of every go.mod in the commit except under benchmarks/
-// and examples/ (never published), testdata, and folders whose name starts
+// and examples/ (never published), a cmd folder (a command's own module, as
+// retryriver/cmd/outage is), testdata, and folders whose name starts
 // with "." or "_" (the CI tooling). The program that uses a module is
 // testdata/consumers/NAME/main.go, NAME being the last element of the
 // module's path; a module without one (a new one) gets a program that

@@ -156,7 +156,7 @@ func unpublished(dir string) bool {
 	for i, elem := range strings.Split(dir, "/") {
 		switch {
 		case i == 0 && (elem == "benchmarks" || elem == "examples"),
-			elem == "testdata", strings.HasPrefix(elem, "."), strings.HasPrefix(elem, "_"):
+			elem == "testdata", elem == "cmd", strings.HasPrefix(elem, "."), strings.HasPrefix(elem, "_"):
 			return true
 		}
 	}

@@ -13,9 +13,9 @@
 //
 // From the repository root:
 //
-//	cd retryriver && go run ./cmd/outage                      # SQLite in a temporary file
-//	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL"  # PostgreSQL: a schema of its own, dropped after
-//	cd retryriver && go run ./cmd/outage -db "$DATABASE_URL" -procs 4 -workers 125 -limiter redis -kill-store 5s
+//	cd retryriver/cmd/outage && go run .                      # SQLite in a temporary file
+//	cd retryriver/cmd/outage && go run . -db "$DATABASE_URL"  # PostgreSQL: a schema of its own, dropped after
+//	cd retryriver/cmd/outage && go run . -db "$DATABASE_URL" -procs 4 -workers 125 -limiter redis -kill-store 5s
 //
 // The last is the fleet drill: four worker processes on one queue, whose
 // attempts share one limit of 200/s through Redis, and the Redis taken away
