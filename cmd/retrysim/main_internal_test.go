@@ -52,7 +52,8 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 		"What became of the jobs", "What the provider saw", "retries/delivery", "Retry-After waits",
 		"peak attempts/s", "peak once back", "p99 latency", "What each variant shows:",
 		"What the contention study shows:", "  load: ", "  time: ", "  in short: ",
-		"Charts (8 SVG files) written to " + dir,
+		"adaptive limiter", "River's default",
+		"Charts (10 SVG files) written to " + dir,
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -63,7 +64,7 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 	for _, name := range []string{
 		"contention-calls.svg", "contention-time.svg", "drill-as-given.svg", "drill-no-jitter.svg",
 		"drill-no-limiter.svg", "drill-no-jitter-no-limiter.svg", "drill-10pct-budget.svg",
-		"drill-no-limiter-503-retry-after.svg",
+		"drill-no-limiter-503-retry-after.svg", "drill-adaptive-limiter.svg", "drill-rivers-default.svg",
 	} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
