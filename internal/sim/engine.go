@@ -85,6 +85,18 @@ func (q *Queue[E]) After(d time.Duration, ev E) {
 	q.Schedule(at, ev)
 }
 
+// Peek returns the due time of the earliest event, without removing it;
+// ok is false if the queue is empty.
+func (q *Queue[E]) Peek() (at time.Duration, ok bool) {
+	if q.hole {
+		q.fill()
+	}
+	if len(q.items) == 0 {
+		return 0, false
+	}
+	return q.items[0].at, true
+}
+
 // Pop removes the earliest event, advances Now to its due time and returns
 // it; ok is false if the queue is empty, and then Now does not change.
 func (q *Queue[E]) Pop() (ev E, ok bool) {
