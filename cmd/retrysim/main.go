@@ -71,16 +71,18 @@ func exitCode(err error, stderr io.Writer) int {
 type config struct {
 	// study is all, contention, drill, or none: -live alone runs only the
 	// live drill.
-	study    string
-	clients  []int
-	episodes int
-	seed     uint64
-	quick    bool
-	live     bool
-	out      string
-	jobs     int
-	workers  int
-	liveJobs int // not a flag: the live drill's size, smaller in tests
+	study     string
+	clients   []int
+	episodes  int
+	seed      uint64
+	quick     bool
+	live      bool
+	out       string
+	jobs      int
+	calls     int
+	workers   int
+	liveJobs  int // not a flag: the live drill's size, smaller in tests
+	liveCalls int // not a flag: the live hedging check's calls, fewer in tests
 }
 
 // Defaults, and what -quick changes them to.
@@ -101,9 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study and the outage drill in virtual time, prints the\ntables and what each drill variant shows, and writes SVG charts. Flags:\n\n")
 		fs.PrintDefaults()
 	}
-	c := config{liveJobs: defaultLiveJobs}
+	c := config{liveJobs: defaultLiveJobs, liveCalls: defaultLiveCalls}
 	var clients string
-	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill or all (with -live alone: neither)")
+	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill, hedging or all (with -live alone: none)")
 	fs.StringVar(&clients, "clients", joinInts(defaultClients), "contention: client counts, comma-separated")
 	fs.IntVar(&c.episodes, "episodes", defaultEpisodes, "contention: episodes averaged per point")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; the same seed gives the same numbers")
@@ -111,7 +113,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.live, "live", false, "run a short drill for real against a loopback HTTP server (a few seconds): alone, only that; with -study, after the studies")
 	fs.StringVar(&c.out, "out", "", "folder for the SVG charts (default: a new temporary folder)")
 	fs.IntVar(&c.jobs, "jobs", sim.DrillJobs, "drill: number of notification jobs")
-	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "contention: goroutines running the sweep")
+	fs.IntVar(&c.calls, "calls", sim.HedgeCalls, "hedging: calls per run")
+	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "contention and hedging: goroutines running the runs")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -131,19 +134,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-clients: %w", err)
 	}
 	switch c.study {
-	case "all", "contention", "drill":
+	case "all", "contention", "drill", "hedging":
 	case "none":
 		if !c.live {
-			return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
+			return c, fmt.Errorf("-study: %q is not contention, drill, hedging or all", c.study)
 		}
 	default:
-		return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
+		return c, fmt.Errorf("-study: %q is not contention, drill, hedging or all", c.study)
 	}
 	if c.episodes < 1 {
 		return c, errors.New("-episodes must be at least 1")
 	}
 	if c.jobs < 1 {
 		return c, errors.New("-jobs must be at least 1")
+	}
+	if c.calls < 1 {
+		return c, errors.New("-calls must be at least 1")
 	}
 	c.workers = max(c.workers, 1)
 	return c, nil
@@ -211,12 +217,22 @@ func execute(c config, stdout, stderr io.Writer) error {
 		}
 		charts = append(charts, files...)
 	}
+	if c.study == "all" || c.study == "hedging" {
+		files, err := hedgingStudy(c, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, files...)
+	}
 	if c.live {
 		files, err := liveDrill(c, stdout, stderr)
 		if err != nil {
 			return err
 		}
 		charts = append(charts, files...)
+		if err := liveHedging(c, stdout, stderr); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stderr, "done in %v\n", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "\nCharts (%d SVG files) written to %s\n", len(charts), c.out)
