@@ -11,43 +11,43 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/seed93a044d1/retry/internal/sim"
+	"github.com/seed93a044d1/retry/internal/sim/hedging"
 	"github.com/seed93a044d1/retry/internal/svg"
 )
 
 // hedgeRuns is the hedging study's runs: every variant under both loads.
 type hedgeRuns struct {
-	normal, overload []sim.HedgeResult
-	configs          []sim.HedgeConfig // the normal load's, for their Change
+	normal, overload []hedging.Result
+	configs          []hedging.Config // the normal load's, for their Change
 	// noCancel is the hedge at the p95 at normal load against a server
 	// that no cancellation reaches: what cancellation saves.
-	noCancel sim.HedgeResult
+	noCancel hedging.Result
 }
 
 // runHedging runs the study's variants under both loads on c.workers
 // goroutines.
 func runHedging(c config) hedgeRuns {
-	normal := sim.HedgeVariants(sim.HedgeNormal, c.seed)
-	overload := sim.HedgeVariants(sim.HedgeOverload, c.seed)
-	noCancel := sim.HedgeVariants(sim.HedgeNormal, c.seed)[1]
+	normal := hedging.Variants(hedging.Normal, c.seed)
+	overload := hedging.Variants(hedging.Overload, c.seed)
+	noCancel := hedging.Variants(hedging.Normal, c.seed)[1]
 	noCancel.Name += ", never cancelled"
 	noCancel.Server.CancelDelay = -1
-	all := append(append(append([]sim.HedgeConfig{}, normal...), overload...), noCancel)
+	all := append(append(append([]hedging.Config{}, normal...), overload...), noCancel)
 	for i := range all {
 		all[i].Calls = c.calls
 	}
-	res := sim.RunHedges(all, c.workers)
+	res := hedging.RunAll(all, c.workers)
 	return hedgeRuns{normal: res[:len(normal)], overload: res[len(normal) : 2*len(normal)], configs: normal, noCancel: res[len(res)-1]}
 }
 
 // hedgingStudy runs the hedging study, prints its tables and what they
 // show, and writes its charts.
 func hedgingStudy(c config, stdout, stderr io.Writer) ([]string, error) {
-	fmt.Fprintf(stderr, "hedging: %d runs of %s calls\n", 2*len(sim.HedgeVariants(sim.HedgeNormal, 0))+1, count(c.calls))
+	fmt.Fprintf(stderr, "hedging: %d runs of %s calls\n", 2*len(hedging.Variants(hedging.Normal, 0))+1, count(c.calls))
 	start := time.Now()
 	runs := runHedging(c)
 	elapsed := time.Since(start)
-	srv := sim.HedgeServerConfig()
+	srv := hedging.StudyServer()
 	tail := srv.Latency
 	fmt.Fprintf(stdout, "\nHEDGING STUDY: %s calls against a server with a heavy tail, under two loads (virtual time, seed %d, %v of computation)\n",
 		count(c.calls), c.seed, elapsed.Round(time.Millisecond))
@@ -59,10 +59,10 @@ func hedgingStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 		srv.Workers, dur(tail.WorkMin), dur(tail.WorkMax), 100*tail.Slow, dur(tail.StallMin), dur(tail.StallMax), count(int(srv.Capacity())), srv.Queue,
 		dur(srv.CancelDelay)), 114)
 	writeWrapped(stdout, "Calls: ", fmt.Sprintf("arrive at random (Poisson), each with a %s deadline, each retry.Do under its variant's "+
-		"Policy, modelled by the core's rules (internal/sim/hedge.go, checked against retry.Do in a synctest bubble): hedges count "+
+		"Policy, modelled by the core's rules (internal/sim/hedging/model.go, checked against retry.Do in a synctest bubble): hedges count "+
 		"against MaxAttempts (4) and withdraw from the Budget, the first success cancels the others, a 503 is retried or, with "+
 		"others in flight, replaced. p95 = %s rounds up the p95 of the calls without hedging at half the capacity (%s).",
-		dur(sim.HedgeTimeout), dur(sim.HedgeP95), ms(runs.normal[0].Quantile(0.95))), 114)
+		dur(hedging.CallTimeout), dur(hedging.P95), ms(runs.normal[0].Quantile(0.95))), 114)
 	fmt.Fprintf(stdout, "Variants:\n")
 	width := 0
 	for _, v := range runs.configs {
@@ -72,10 +72,10 @@ func hedgingStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 		writeWrapped(stdout, fmt.Sprintf("  %-*s  ", width, v.Name), v.Change, 114)
 	}
 
-	fmt.Fprintf(stdout, "\nAt %s (%s calls a second)\n", sim.HedgeNormal.Name, count(int(sim.HedgeNormal.Rate())))
+	fmt.Fprintf(stdout, "\nAt %s (%s calls a second)\n", hedging.Normal.Name, count(int(hedging.Normal.Rate())))
 	writeHedgeTable(stdout, runs.normal)
-	fmt.Fprintf(stdout, "\n%s: %s calls a second, %.2f times its capacity\n", capitalize(sim.HedgeOverload.Name),
-		count(int(sim.HedgeOverload.Rate())), sim.HedgeOverload.Load)
+	fmt.Fprintf(stdout, "\n%s: %s calls a second, %.2f times its capacity\n", capitalize(hedging.Overload.Name),
+		count(int(hedging.Overload.Rate())), hedging.Overload.Load)
 	writeHedgeTable(stdout, runs.overload)
 	fmt.Fprintln(stdout, "(latency: of the calls that succeeded, from their start; extra load: attempts per call - 1, hedges and retries;")
 	fmt.Fprintln(stdout, " hedged: calls that started a hedge; work: the server's worker time per call, a loser's until its")
@@ -92,7 +92,7 @@ func hedgingStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 		file  string
 		chart svg.Chart
 	}{
-		{"hedging-latency.svg", latencyChart(runs.normal, fmt.Sprintf("Hedging at %s: the latency of the calls, by percentile", sim.HedgeNormal.Name), l.tail)},
+		{"hedging-latency.svg", latencyChart(runs.normal, fmt.Sprintf("Hedging at %s: the latency of the calls, by percentile", hedging.Normal.Name), l.tail)},
 		{"hedging-overload-latency.svg", latencyChart(runs.overload, "Hedging, overloaded: the latency of the calls that succeeded, by percentile", l.overloadLatency)},
 		{"hedging-overload-load.svg", loadChart(runs.overload, l.overload)},
 	}
@@ -113,10 +113,10 @@ var hedgingNote = fmt.Sprintf("The model: calls arrive at random, each with a 2 
 	"attempts take 4-6 ms of work, 2%% of them after a stall of about 1 s that holds no worker; %s attempts a second at most, "+
 	"%d more may queue, beyond that 503. A cancellation reaches the server 1 ms after the client cancels. p95 = %s. "+
 	"Budget: retry.NewBudget(0.1, 0); adaptive hedge: &adaptive.Hedge{}.",
-	sim.HedgeWorkers, count(int(sim.HedgeServerConfig().Capacity())), sim.HedgeQueue, dur(sim.HedgeP95))
+	hedging.Workers, count(int(hedging.StudyServer().Capacity())), hedging.Backlog, dur(hedging.P95))
 
 // writeHedgeTable prints one row per variant.
-func writeHedgeTable(w io.Writer, results []sim.HedgeResult) {
+func writeHedgeTable(w io.Writer, results []hedging.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "variant\tsucceeded\tp50\tp99\tp99.9\textra load\thedged\twork/call\tshed\tdelay\t")
 	for _, r := range results {
@@ -161,47 +161,55 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// hedging is what the hedging study shows, in plain words built from the
-// runs' numbers.
-type hedging struct {
+// hedgeLessons is what the hedging study shows, in plain words built from
+// the runs' numbers.
+type hedgeLessons struct {
 	tail, cost, overload, overloadLatency, conclusion string
 }
 
 // hedgingLessons says what the runs show. A claim that depends on which
 // way the numbers went is made only when they went that way.
-func hedgingLessons(runs hedgeRuns) hedging {
-	find := func(rs []sim.HedgeResult, name string) sim.HedgeResult {
+func hedgingLessons(runs hedgeRuns) hedgeLessons {
+	find := func(rs []hedging.Result, name string) hedging.Result {
 		for _, r := range rs {
 			if r.Name == name {
 				return r
 			}
 		}
-		return sim.HedgeResult{Name: name}
+		return hedging.Result{Name: name}
 	}
-	n := func(name string) sim.HedgeResult { return find(runs.normal, name) }
-	o := func(name string) sim.HedgeResult { return find(runs.overload, name) }
-	p999 := func(r sim.HedgeResult) time.Duration { return r.Quantile(0.999) }
-	cut := func(from, to sim.HedgeResult) string {
+	n := func(name string) hedging.Result { return find(runs.normal, name) }
+	o := func(name string) hedging.Result { return find(runs.overload, name) }
+	p999 := func(r hedging.Result) time.Duration { return r.Quantile(0.999) }
+	cut := func(from, to hedging.Result) string {
 		if p999(to) <= 0 {
 			return "-"
 		}
 		return fmt.Sprintf("%.0f", float64(p999(from))/float64(p999(to)))
 	}
-	none, fixed, learned, rot := n(sim.HedgeNames.None), n(sim.HedgeNames.Fixed), n(sim.HedgeNames.AdaptiveBudget), n(sim.HedgeNames.RetryOnTimeout)
-	var out hedging
+	none, fixed, learned, rot := n(hedging.Names.None), n(hedging.Names.Fixed), n(hedging.Names.AdaptiveBudget), n(hedging.Names.RetryOnTimeout)
+	var out hedgeLessons
 
 	out.tail = fmt.Sprintf("Without hedging, 1 call in 50 waits out a stall: p99 %s, p99.9 %s. Hedging at the p95 (%s) cuts the p99.9 to %s, "+
 		"%s times lower, for %s more attempts; the adaptive hedge, which its default floor holds at %s here, to %s (%s times) for %s.",
-		ms(none.Quantile(0.99)), ms(p999(none)), dur(sim.HedgeP95), ms(p999(fixed)), cut(none, fixed), pct(fixed.ExtraLoad()),
+		ms(none.Quantile(0.99)), ms(p999(none)), dur(hedging.P95), ms(p999(fixed)), cut(none, fixed), pct(fixed.ExtraLoad()),
 		ms(learned.HedgeDelay), ms(p999(learned)), cut(none, learned), pct(learned.ExtraLoad()))
+	met := true
+	for _, name := range []string{hedging.Names.Fixed, hedging.Names.FixedBudget, hedging.Names.Adaptive, hedging.Names.AdaptiveBudget} {
+		r := n(name)
+		met = met && 10*p999(r) <= p999(none) && r.ExtraLoad() <= 0.05
+	}
+	if met {
+		out.tail += " Every hedging variant cuts the p99.9 at least 10 times for no more than 5% more attempts."
+	}
 	if math.Abs(float64(p999(rot)-p999(fixed))) <= 0.1*float64(p999(fixed)) {
 		out.tail += fmt.Sprintf(" Retrying on a %s timeout does as well at this load (%s, %s more attempts): nothing queues, so the attempts it cuts were stalled ones.",
-			dur(sim.HedgeP95), ms(p999(rot)), pct(rot.ExtraLoad()))
+			dur(hedging.P95), ms(p999(rot)), pct(rot.ExtraLoad()))
 	} else {
-		out.tail += fmt.Sprintf(" Retrying on a %s timeout gives %s for %s more attempts.", dur(sim.HedgeP95), ms(p999(rot)), pct(rot.ExtraLoad()))
+		out.tail += fmt.Sprintf(" Retrying on a %s timeout gives %s for %s more attempts.", dur(hedging.P95), ms(p999(rot)), pct(rot.ExtraLoad()))
 	}
 
-	workPer := func(r sim.HedgeResult) time.Duration { return r.Work / time.Duration(max(r.Calls, 1)) }
+	workPer := func(r hedging.Result) time.Duration { return r.Work / time.Duration(max(r.Calls, 1)) }
 	work := fmt.Sprintf("%s without hedging and %s hedging at the p95", ms(workPer(none)), ms(workPer(fixed)))
 	if ms(workPer(none)) == ms(workPer(fixed)) {
 		work = fmt.Sprintf("%s with hedging as without", ms(workPer(none)))
@@ -210,10 +218,10 @@ func hedgingLessons(runs hedgeRuns) hedging {
 		"attempts whose cancellation reaches it before they take a worker; were it never to reach it, %s.", work,
 		ms(workPer(runs.noCancel)))
 
-	oNone, oFixed, oFixedB := o(sim.HedgeNames.None), o(sim.HedgeNames.Fixed), o(sim.HedgeNames.FixedBudget)
-	oLearned, oLearnedB, oRot, oBudget := o(sim.HedgeNames.Adaptive), o(sim.HedgeNames.AdaptiveBudget), o(sim.HedgeNames.RetryOnTimeout), o(sim.HedgeNames.BudgetOnly)
-	per := func(r sim.HedgeResult) string { return fmt.Sprintf("%.2f", r.AttemptsPerCall()) }
-	succeeded := func(r sim.HedgeResult) string { return pct(float64(r.Succeeded()) / float64(max(r.Calls, 1))) }
+	oNone, oFixed, oFixedB := o(hedging.Names.None), o(hedging.Names.Fixed), o(hedging.Names.FixedBudget)
+	oLearned, oLearnedB, oRot, oBudget := o(hedging.Names.Adaptive), o(hedging.Names.AdaptiveBudget), o(hedging.Names.RetryOnTimeout), o(hedging.Names.BudgetOnly)
+	per := func(r hedging.Result) string { return fmt.Sprintf("%.2f", r.AttemptsPerCall()) }
+	succeeded := func(r hedging.Result) string { return pct(float64(r.Succeeded()) / float64(max(r.Calls, 1))) }
 	than := "no more than"
 	if oFixedB.Attempts > oNone.Attempts {
 		than = "more than"
@@ -240,7 +248,7 @@ func hedgingLessons(runs hedgeRuns) hedging {
 
 // sameOrNot compares the attempts of a and b: "as many as", "fewer than",
 // "more than".
-func sameOrNot(a, b sim.HedgeResult) string {
+func sameOrNot(a, b hedging.Result) string {
 	switch d := float64(a.Attempts-b.Attempts) / float64(max(b.Attempts, 1)); {
 	case math.Abs(d) < 0.005:
 		return "about as many as"
@@ -259,7 +267,7 @@ func nines(q float64) float64 { return -math.Log10(1 - q) }
 // A variant whose line is another's exactly is named with it, not drawn
 // over it; one with fewer than 1% of its calls succeeded is named in the
 // note, not drawn.
-func latencyChart(results []sim.HedgeResult, title, lesson string) svg.Chart {
+func latencyChart(results []hedging.Result, title, lesson string) svg.Chart {
 	var series []svg.Series
 	var left []string
 	for _, r := range results {
@@ -267,7 +275,7 @@ func latencyChart(results []sim.HedgeResult, title, lesson string) svg.Chart {
 			left = append(left, fmt.Sprintf("%s (%s of its calls succeeded)", r.Name, pct(float64(r.Succeeded())/float64(r.Calls))))
 			continue
 		}
-		s := svg.Series{Name: r.Name, Dashed: r.Name == sim.HedgeNames.RetryOnTimeout || strings.HasSuffix(r.Name, "budget"), Color: hedgeColor(r.Name)}
+		s := svg.Series{Name: r.Name, Dashed: r.Name == hedging.Names.RetryOnTimeout || strings.HasSuffix(r.Name, "budget"), Color: hedgeColor(r.Name)}
 		for x := nines(0.5); x <= 4.0001; x += 0.05 {
 			q := 1 - math.Pow(10, -x)
 			s.X = append(s.X, x)
@@ -299,7 +307,7 @@ func latencyChart(results []sim.HedgeResult, title, lesson string) svg.Chart {
 
 // loadChart draws the attempts that reach the overloaded server each
 // second, by variant, against its capacity and the calls' rate.
-func loadChart(results []sim.HedgeResult, lesson string) svg.Chart {
+func loadChart(results []hedging.Result, lesson string) svg.Chart {
 	var series []svg.Series
 	end := 0.0
 	for _, r := range results {
@@ -315,8 +323,8 @@ func loadChart(results []sim.HedgeResult, lesson string) svg.Chart {
 		XLabel:   "seconds (one-second bins)", YLabel: "attempts per second",
 		Width: 960, Height: 560, Series: series,
 		Rules: []svg.Rule{
-			{Y: sim.HedgeServerConfig().Capacity(), Label: fmt.Sprintf("capacity %s/s", count(int(sim.HedgeServerConfig().Capacity()))), LabelBelow: true},
-			{Y: sim.HedgeOverload.Rate(), Label: fmt.Sprintf("calls %s/s", count(int(sim.HedgeOverload.Rate()))), Color: colorLimiter},
+			{Y: hedging.StudyServer().Capacity(), Label: fmt.Sprintf("capacity %s/s", count(int(hedging.StudyServer().Capacity()))), LabelBelow: true},
+			{Y: hedging.Overload.Rate(), Label: fmt.Sprintf("calls %s/s", count(int(hedging.Overload.Rate()))), Color: colorLimiter},
 		},
 		XMin: 0, XMax: end, Headroom: 0.06,
 	}
@@ -326,13 +334,13 @@ func loadChart(results []sim.HedgeResult, lesson string) svg.Chart {
 // variant and its budgeted twin share one, the twin dashed.
 func hedgeColor(name string) string {
 	switch strings.TrimSuffix(name, ", budget") {
-	case sim.HedgeNames.None:
+	case hedging.Names.None:
 		return "#000000"
-	case sim.HedgeNames.Fixed:
+	case hedging.Names.Fixed:
 		return "#0072B2"
-	case sim.HedgeNames.Adaptive:
+	case hedging.Names.Adaptive:
 		return "#009E73"
-	case sim.HedgeNames.RetryOnTimeout:
+	case hedging.Names.RetryOnTimeout:
 		return "#D55E00"
 	}
 	return "#CC79A7"

@@ -11,21 +11,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed93a044d1/retry/internal/sim"
+	"github.com/seed93a044d1/retry/internal/sim/hedging"
 )
 
 // The hedging study at its defaults, and smaller with another seed, run
 // once and shared (the runs are deterministic).
 var (
 	defaultHedging = sync.OnceValue(func() hedgeRuns {
-		return runHedging(config{calls: sim.HedgeCalls, seed: 1, workers: 2})
+		return runHedging(config{calls: hedging.Calls, seed: 1, workers: 2})
 	})
 	smallHedging = sync.OnceValue(func() hedgeRuns {
 		return runHedging(config{calls: 3000, seed: 7, workers: 2})
 	})
 )
 
-func hedgeResult(t *testing.T, rs []sim.HedgeResult, name string) sim.HedgeResult {
+func hedgeResult(t *testing.T, rs []hedging.Result, name string) hedging.Result {
 	t.Helper()
 	for _, r := range rs {
 		if r.Name == name {
@@ -33,7 +33,7 @@ func hedgeResult(t *testing.T, rs []sim.HedgeResult, name string) sim.HedgeResul
 		}
 	}
 	require.FailNow(t, "no variant "+name)
-	return sim.HedgeResult{}
+	return hedging.Result{}
 }
 
 // Each paragraph of what the study shows is built from the runs' numbers.
@@ -45,10 +45,10 @@ func TestHedgingLessonsTellTheRunsNumbers(t *testing.T) {
 			assert.True(t, strings.HasSuffix(text, "."), text)
 			assert.NotContains(t, text, "%!", "a formatting mistake")
 		}
-		none, fixed := hedgeResult(t, runs.normal, sim.HedgeNames.None), hedgeResult(t, runs.normal, sim.HedgeNames.Fixed)
+		none, fixed := hedgeResult(t, runs.normal, hedging.Names.None), hedgeResult(t, runs.normal, hedging.Names.Fixed)
 		assert.Contains(t, l.tail, "p99.9 "+ms(none.Quantile(0.999))+". Hedging at the p95 (6 ms) cuts the p99.9 to "+ms(fixed.Quantile(0.999)))
 		assert.Contains(t, l.tail, fmt.Sprintf("%.0f times lower, for %s more attempts", float64(none.Quantile(0.999))/float64(fixed.Quantile(0.999)), pct(fixed.ExtraLoad())))
-		oNone, oFixed, oFixedB := hedgeResult(t, runs.overload, sim.HedgeNames.None), hedgeResult(t, runs.overload, sim.HedgeNames.Fixed), hedgeResult(t, runs.overload, sim.HedgeNames.FixedBudget)
+		oNone, oFixed, oFixedB := hedgeResult(t, runs.overload, hedging.Names.None), hedgeResult(t, runs.overload, hedging.Names.Fixed), hedgeResult(t, runs.overload, hedging.Names.FixedBudget)
 		assert.Contains(t, l.overload, fmt.Sprintf("hedging at the p95 sends %.2f attempts a call (%.2f without hedging", oFixed.AttemptsPerCall(), oNone.AttemptsPerCall()))
 		assert.Contains(t, l.overload, fmt.Sprintf("With the budget, hedging sends %.2f a call", oFixedB.AttemptsPerCall()))
 		assert.Contains(t, l.cost, ms(runs.noCancel.Work/time.Duration(runs.noCancel.Calls)))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/internal/sim"
+	"github.com/seed93a044d1/retry/internal/sim/hedging"
 	"github.com/seed93a044d1/retry/retryhttp"
 )
 
@@ -135,7 +136,7 @@ func (s *tailServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.tries[key]++
 	n := s.tries[key]
 	s.mu.Unlock()
-	timer := time.NewTimer(sim.StudyTail.At(s.seed, i, n))
+	timer := time.NewTimer(hedging.StudyTail.At(s.seed, i, n))
 	defer timer.Stop()
 	select {
 	case <-timer.C:

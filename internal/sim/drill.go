@@ -117,15 +117,15 @@ func LimitOf(l retry.Limiter) float64 {
 	return 0
 }
 
-// VirtualAdaptive is an adaptive.Limiter driven in the simulation's virtual
+// virtualAdaptive is an adaptive.Limiter driven in the simulation's virtual
 // time, as adaptive's README says: Reserve books at the time it is given,
 // for that time (ReserveAt), and the drill tells it how each attempt ended
 // with LearnAt, before it decides the retry. adaptive.Limiter reads the
 // real clock in Reserve and Learn instead.
-type VirtualAdaptive struct{ *adaptive.Limiter }
+type virtualAdaptive struct{ *adaptive.Limiter }
 
 // Reserve books an attempt at t, for t.
-func (v VirtualAdaptive) Reserve(_ context.Context, t time.Time) (retry.Reservation, error) {
+func (v virtualAdaptive) Reserve(_ context.Context, t time.Time) (retry.Reservation, error) {
 	return v.ReserveAt(t, t), nil
 }
 
@@ -134,14 +134,14 @@ type learnerAt interface {
 	LearnAt(now time.Time, d time.Duration, err error)
 }
 
-// RiverBackoff is River's default retry schedule (riverqueue/river,
+// riverBackoff is River's default retry schedule (riverqueue/river,
 // internal/retrypolicy: DefaultClientRetryPolicy): the wait after the n-th
 // failure is n^4 seconds, with jitter of up to 10% either way, so 1 s, 16 s,
 // 81 s, 256 s, 625 s... It is a plain value, safe for concurrent use.
-type RiverBackoff struct{}
+type riverBackoff struct{}
 
 // Delay returns n^4 seconds times 1 + 0.2u - 0.1; an n below 1 counts as 1.
-func (RiverBackoff) Delay(n int, _ time.Duration, u float64) time.Duration {
+func (riverBackoff) Delay(n int, _ time.Duration, u float64) time.Duration {
 	s := math.Pow(float64(max(n, 1)), 4)
 	s += s * (2*u - 1) * riverJitter
 	if s >= maxSeconds {
@@ -153,7 +153,7 @@ func (RiverBackoff) Delay(n int, _ time.Duration, u float64) time.Duration {
 // River's jitter fraction and its default MaxAttempts.
 const (
 	riverJitter      = 0.1
-	RiverMaxAttempts = 25
+	riverMaxAttempts = 25
 )
 
 var maxSeconds = time.Duration(math.MaxInt64).Seconds()
@@ -216,7 +216,7 @@ var DrillNames = struct {
 //   - Adaptive: an adaptive.Limiter, which is given no rate, in place of the
 //     rate.Limiter (what learning the rate costs against knowing it);
 //   - River: River's default retry policy in place of the policy (its
-//     schedule, RiverBackoff, its 25 attempts, no limiter, deaf to
+//     schedule, riverBackoff, its 25 attempts, no limiter, deaf to
 //     Retry-After), with the drill's attempt timeout: what a queue's
 //     default does.
 func DrillVariants(seed uint64) []DrillConfig {
@@ -252,12 +252,12 @@ func DrillVariants(seed uint64) []DrillConfig {
 	told.DownRetryAfter = true
 	learned := base(DrillNames.Adaptive)
 	learned.Change = "Limiter: an adaptive.Limiter, given no rate, which learns the provider's from its 429s"
-	learned.Policy.Limiter = VirtualAdaptive{&adaptive.Limiter{}}
+	learned.Policy.Limiter = virtualAdaptive{&adaptive.Limiter{}}
 	river := base(DrillNames.River)
 	river.Change = fmt.Sprintf("River's default retry policy: %d attempts, waits of attempt^4 s with 10%% jitter (1 s, 16 s, 81 s, 256 s...), "+
-		"no limiter, Retry-After not read; the attempt timeout stays 2 s", RiverMaxAttempts)
-	river.Policy.MaxAttempts = RiverMaxAttempts
-	river.Policy.Backoff = RiverBackoff{}
+		"no limiter, Retry-After not read; the attempt timeout stays 2 s", riverMaxAttempts)
+	river.Policy.MaxAttempts = riverMaxAttempts
+	river.Policy.Backoff = riverBackoff{}
 	river.Policy.Limiter = nil
 	river.IgnoreRetryAfter = true
 	return []DrillConfig{given, nj, nl, neither, budget, told, learned, river}
@@ -546,7 +546,7 @@ func RunDrill(c DrillConfig) DrillResult {
 					continue
 				}
 				delay = max(r.Start.Sub(t), 0)
-				if a, ok := p.Limiter.(VirtualAdaptive); ok {
+				if a, ok := p.Limiter.(virtualAdaptive); ok {
 					rate = a.Rate()
 				}
 			}

@@ -1,10 +1,10 @@
 // Package sim holds the simulations behind cmd/retrysim: a discrete-event
 // engine in virtual time, the contention study of Marc Brooker's "Exponential
 // Backoff And Jitter" (AWS Architecture Blog, 2015), and the outage drill of
-// the design notes. Both drive the library's real Backoff values, Next, rate
-// limiter and Budget, passing them the virtual time as an argument, so a run
-// takes no wall-clock time beyond the computation and is reproducible from its
-// seed.
+// the design notes (the hedging study is its subpackage hedging). They drive
+// the library's real Backoff values, Next, limiters and Budget, passing them
+// the virtual time as an argument, so a run takes no wall-clock time beyond
+// the computation and is reproducible from its seed.
 package sim
 
 import (

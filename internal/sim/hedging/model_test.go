@@ -1,4 +1,4 @@
-package sim_test
+package hedging_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/adaptive"
-	"github.com/seed93a044d1/retry/internal/sim"
+	"github.com/seed93a044d1/retry/internal/sim/hedging"
 )
 
 // compareScenario is a small population of calls for the comparison of the
@@ -25,13 +25,12 @@ type compareScenario struct {
 	policy   func() retry.Policy // fresh state (Budget, Hedge) for each run
 	timeout  time.Duration       // each call's deadline; 0: none
 	answer   func(i, n int) (time.Duration, error)
-	calls    int
 	arrivals []time.Duration
 }
 
 // A slower tail than the study's, so that a small population hedges often:
 // 20% of attempts stall 40-60 ms.
-var compareTail = sim.Tail{
+var compareTail = hedging.Tail{
 	WorkMin: 2 * ms, WorkMax: 6 * ms,
 	StallMin: 40 * ms, StallMax: 60 * ms,
 	Slow: 0.2,
@@ -126,8 +125,8 @@ var compareScenarios = []compareScenario{
 
 // coreCall is what the core did in one call: its attempts and how it ended.
 type coreCall struct {
-	attempts []sim.AttemptTrace
-	end      sim.CallTrace
+	attempts []hedging.AttemptTrace
+	end      hedging.CallTrace
 }
 
 // runCore runs the scenario's calls through retry.Do in a synctest bubble,
@@ -144,10 +143,10 @@ func runCore(t *testing.T, sc compareScenario) []coreCall {
 				time.Sleep(at)
 				start := time.Now()
 				var mu sync.Mutex
-				byN := map[int]*sim.AttemptTrace{}
+				byN := map[int]*hedging.AttemptTrace{}
 				fn := func(ctx context.Context) error {
 					n := retry.AttemptFrom(ctx)
-					a := &sim.AttemptTrace{Call: i, N: n, Start: time.Since(start), End: -1}
+					a := &hedging.AttemptTrace{Call: i, N: n, Start: time.Since(start), End: -1}
 					mu.Lock()
 					byN[n] = a
 					mu.Unlock()
@@ -185,7 +184,7 @@ func runCore(t *testing.T, sc compareScenario) []coreCall {
 					defer cancel()
 				}
 				err := retry.Do(ctx, fn, call)
-				c := coreCall{end: sim.CallTrace{Latency: time.Since(start)}}
+				c := coreCall{end: hedging.CallTrace{Latency: time.Since(start)}}
 				var re *retry.Error
 				if errors.As(err, &re) {
 					c.end.Reason = re.Reason
@@ -217,12 +216,12 @@ func TestHedgeModelMatchesTheCore(t *testing.T) {
 		sc.arrivals = arrivalsEvery(300, 4*ms)
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			model := sim.RunHedge(sim.HedgeConfig{
+			model := hedging.Run(hedging.Config{
 				Name: sc.name, Policy: sc.policy(), Timeout: sc.timeout,
 				Answer: sc.answer, Arrivals: sc.arrivals, Trace: true,
 			})
 			core := runCore(t, sc)
-			modelAttempts := make([][]sim.AttemptTrace, len(sc.arrivals))
+			modelAttempts := make([][]hedging.AttemptTrace, len(sc.arrivals))
 			for _, a := range model.Trace {
 				modelAttempts[a.Call] = append(modelAttempts[a.Call], a)
 			}
@@ -254,7 +253,7 @@ func TestHedgeModelMatchesTheCore(t *testing.T) {
 
 // describe renders attempts for a comparison that shows a difference
 // whole.
-func describe(as []sim.AttemptTrace) []string {
+func describe(as []hedging.AttemptTrace) []string {
 	out := make([]string, len(as))
 	for i, a := range as {
 		out[i] = fmt.Sprintf("#%d hedge=%v %v-%v", a.N, a.Hedge, a.Start, a.End)
@@ -272,9 +271,9 @@ func reasonOf(err error) string {
 func BenchmarkHedgeStudy(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		for _, s := range []sim.HedgeScenario{sim.HedgeNormal, sim.HedgeOverload} {
-			for _, c := range sim.HedgeVariants(s, 1) {
-				sim.RunHedge(c)
+		for _, s := range []hedging.Scenario{hedging.Normal, hedging.Overload} {
+			for _, c := range hedging.Variants(s, 1) {
+				hedging.Run(c)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package sim
+package hedging
 
 import (
 	"context"
@@ -6,7 +6,12 @@ import (
 	"time"
 
 	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/internal/sim"
 )
+
+// epoch is virtual time 0 as a time.Time, for the Budget and retry.Next,
+// which take the time as an argument.
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // The hedged call in virtual time: the rules of the core's loop (retry.Do
 // with Policy.Hedge set, hedge.go), one call at a time, for the hedging
@@ -77,14 +82,14 @@ type hflight struct {
 
 // hedgeRun is one run of the study: the calls, the server and the clock.
 type hedgeRun struct {
-	c       HedgeConfig
+	c       Config
 	p       retry.Policy
-	q       Queue[hedgeEvent]
-	srv     hedgeServer
+	q       sim.Queue[hedgeEvent]
+	srv     serverState
 	calls   []hcall
 	learn   interface{ Learn(time.Duration, error) }
 	u       func() float64
-	res     HedgeResult
+	res     Result
 	traceOf map[[2]int32]int // (call, attempt) -> index in res.Trace
 	// The hedge delays planned, for their mean.
 	delaySum float64
@@ -229,7 +234,7 @@ func (r *hedgeRun) launch(i int, now time.Duration, hedge bool) {
 		}
 	}
 	r.res.Attempts++
-	k := bin(now)
+	k := int(max(now, 0) / time.Second)
 	for len(r.res.PerSecond) <= k {
 		r.res.PerSecond = append(r.res.PerSecond, 0)
 	}
@@ -438,12 +443,12 @@ func (r *hedgeRun) timeout(i, n int, now time.Duration) {
 }
 
 // failed counts a call that failed, by reason.
-func (res *HedgeResult) failed(reason error) {
+func (res *Result) failed(reason error) {
 	for k := range res.Failed {
 		if errors.Is(res.Failed[k].Reason, reason) || res.Failed[k].Reason.Error() == reason.Error() {
 			res.Failed[k].Count++
 			return
 		}
 	}
-	res.Failed = append(res.Failed, ReasonCount{Reason: reason, Count: 1})
+	res.Failed = append(res.Failed, sim.ReasonCount{Reason: reason, Count: 1})
 }

@@ -1,4 +1,4 @@
-package sim
+package hedging
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/adaptive"
+	"github.com/seed93a044d1/retry/internal/sim"
 )
 
-// HedgeConfig is one run of the hedging study: Calls calls arrive at
+// Config is one run of the hedging study: Calls calls arrive at
 // random (a Poisson process of Rate a second), each a call of retry.Do
-// under Policy, modelled by the rules in hedge.go, against Server. The
-// Policy's Budget and Hedge hold state, so a HedgeConfig runs once; build a
-// fresh one (HedgeVariants) for each run.
-type HedgeConfig struct {
+// under Policy, modelled by the rules in model.go, against Server. The
+// Policy's Budget and Hedge hold state, so a Config runs once; build a
+// fresh one (Variants) for each run.
+type Config struct {
 	Name string
 	// Change says, for a reader, what the variant's policy is.
 	Change  string
@@ -25,9 +26,9 @@ type HedgeConfig struct {
 	Rate    float64       // calls a second
 	Timeout time.Duration // each call's deadline after its start; 0: none
 	Policy  retry.Policy
-	Server  HedgeServer
+	Server  Server
 	Seed    uint64
-	// Trace records every attempt in HedgeResult.Trace.
+	// Trace records every attempt in Result.Trace.
 	Trace bool
 	// Answer, when set, stands for the server: attempt n of call i is
 	// answered d after it is sent, with err, whatever the load. It is for
@@ -38,14 +39,14 @@ type HedgeConfig struct {
 	Arrivals []time.Duration
 }
 
-// HedgeResult is the outcome of one run of the hedging study.
-type HedgeResult struct {
+// Result is the outcome of one run of the hedging study.
+type Result struct {
 	Name      string
 	Calls     int
-	Latencies []time.Duration // of the calls that succeeded, sorted
-	Failed    []ReasonCount   // the calls that failed, by reason
-	Attempts  int             // attempts sent, hedges and retries included
-	Hedges    int             // attempts that were hedges
+	Latencies []time.Duration   // of the calls that succeeded, sorted
+	Failed    []sim.ReasonCount // the calls that failed, by reason
+	Attempts  int               // attempts sent, hedges and retries included
+	Hedges    int               // attempts that were hedges
 	// HedgedCalls is the number of calls that started a hedge.
 	HedgedCalls int
 	TimedOut    int // attempts ended by AttemptTimeout
@@ -65,7 +66,7 @@ type HedgeResult struct {
 	HedgeDelay time.Duration
 	// PerSecond counts the attempts sent in each clock second of the run.
 	PerSecond []int
-	// Trace and CallTrace, when HedgeConfig.Trace is set, record every
+	// Trace and CallTrace, when Config.Trace is set, record every
 	// attempt and every call.
 	Trace     []AttemptTrace
 	CallTrace []CallTrace
@@ -89,7 +90,7 @@ type AttemptTrace struct {
 
 // ExtraLoad returns the attempts beyond one per call, per call: the
 // hedges and retries the policy added.
-func (r HedgeResult) ExtraLoad() float64 {
+func (r Result) ExtraLoad() float64 {
 	if r.Calls == 0 {
 		return 0
 	}
@@ -97,28 +98,28 @@ func (r HedgeResult) ExtraLoad() float64 {
 }
 
 // AttemptsPerCall returns the attempts sent per call.
-func (r HedgeResult) AttemptsPerCall() float64 { return 1 + r.ExtraLoad() }
+func (r Result) AttemptsPerCall() float64 { return 1 + r.ExtraLoad() }
 
 // Succeeded returns the number of calls that succeeded.
-func (r HedgeResult) Succeeded() int { return len(r.Latencies) }
+func (r Result) Succeeded() int { return len(r.Latencies) }
 
 // Quantile returns the nearest-rank quantile q of the latencies of the
 // calls that succeeded (0 if none did).
-func (r HedgeResult) Quantile(q float64) time.Duration { return Percentile(r.Latencies, q) }
+func (r Result) Quantile(q float64) time.Duration { return sim.Percentile(r.Latencies, q) }
 
-// RunHedge runs one configuration of the hedging study in virtual time.
-func RunHedge(c HedgeConfig) HedgeResult { return runHedge(c, &hedgeMemory{}) }
+// Run runs one configuration of the hedging study in virtual time.
+func Run(c Config) Result { return run(c, &memory{}) }
 
-// hedgeMemory is the memory of a run, kept for the next run on the same
+// memory is the memory of a run, kept for the next run on the same
 // goroutine: a run of 50,000 calls needs some 15 MB, and fresh pages cost
 // more than clearing used ones.
-type hedgeMemory struct {
+type memory struct {
 	calls    []hcall
 	attempts []sattempt
 	slab     []hflight
 }
 
-func runHedge(c HedgeConfig, m *hedgeMemory) HedgeResult {
+func run(c Config, m *memory) Result {
 	n := c.Calls
 	if c.Arrivals != nil {
 		n = len(c.Arrivals)
@@ -127,9 +128,9 @@ func runHedge(c HedgeConfig, m *hedgeMemory) HedgeResult {
 	r := &hedgeRun{
 		c: c, p: c.Policy,
 		calls: reuse(m.calls, n),
-		srv:   hedgeServer{cfg: c.Server, seed: c.Seed, answer: c.Answer},
+		srv:   serverState{cfg: c.Server, seed: c.Seed, answer: c.Answer},
 		u:     rng.Float64,
-		res:   HedgeResult{Name: c.Name, Calls: n, Latencies: make([]time.Duration, 0, n)},
+		res:   Result{Name: c.Name, Calls: n, Latencies: make([]time.Duration, 0, n)},
 	}
 	r.srv.attempts = reuse(m.attempts, n+n/8)[:0]
 	if k := r.maxInFlight(); k <= 8 {
@@ -217,46 +218,46 @@ func runHedge(c HedgeConfig, m *hedgeMemory) HedgeResult {
 
 // Parameters of the hedging study.
 const (
-	HedgeCalls   = 50_000 // calls per run
-	HedgeWorkers = 50     // the server's workers: 10,000 attempts a second at 5 ms each
-	HedgeQueue   = 500    // attempts that may wait for a worker; more are shed with 503
-	// HedgeTimeout is every call's deadline, far above the slowest attempt
+	Calls   = 50_000 // calls per run
+	Workers = 50     // the server's workers: 10,000 attempts a second at 5 ms each
+	Backlog = 500    // attempts that may wait for a worker; more are shed with 503
+	// CallTimeout is every call's deadline, far above the slowest attempt
 	// (1.1 s): it bounds a call that the overload holds up, no more.
-	HedgeTimeout = 2 * time.Second
-	// HedgeCancelDelay is the time a cancellation takes to reach the
+	CallTimeout = 2 * time.Second
+	// CancelDelay is the time a cancellation takes to reach the
 	// server: a millisecond, a one-way trip in a data centre.
-	HedgeCancelDelay = time.Millisecond
-	// HedgeP95 is the p95 of the server's latency unloaded, rounded up to
+	CancelDelay = time.Millisecond
+	// P95 is the p95 of the server's latency unloaded, rounded up to
 	// the millisecond (5.94 ms: 95% of the attempts are within the 98%
 	// that do not stall): the fixed hedge delay and the attempt timeout of
 	// the variants that use one.
-	HedgeP95 = 6 * time.Millisecond
+	P95 = 6 * time.Millisecond
 )
 
-// HedgeServerConfig returns the study's server.
-func HedgeServerConfig() HedgeServer {
-	return HedgeServer{Workers: HedgeWorkers, Queue: HedgeQueue, Latency: StudyTail, CancelDelay: HedgeCancelDelay}
+// StudyServer returns the study's server.
+func StudyServer() Server {
+	return Server{Workers: Workers, Queue: Backlog, Latency: StudyTail, CancelDelay: CancelDelay}
 }
 
-// HedgeScenario is a load on the study's server.
-type HedgeScenario struct {
+// Scenario is a load on the study's server.
+type Scenario struct {
 	Name string
 	// Load is the calls a second as a fraction of the server's capacity.
 	Load float64
 }
 
 // Rate returns the scenario's calls a second.
-func (s HedgeScenario) Rate() float64 { return s.Load * HedgeServerConfig().Capacity() }
+func (s Scenario) Rate() float64 { return s.Load * StudyServer().Capacity() }
 
 // The study's two loads: half the capacity, and a quarter above it.
 var (
-	HedgeNormal   = HedgeScenario{Name: "half its capacity", Load: 0.5}
-	HedgeOverload = HedgeScenario{Name: "overloaded", Load: 1.25}
+	Normal   = Scenario{Name: "half its capacity", Load: 0.5}
+	Overload = Scenario{Name: "overloaded", Load: 1.25}
 )
 
-// HedgeNames are the names of the study's variants, in the order
-// HedgeVariants returns them.
-var HedgeNames = struct {
+// Names are the names of the study's variants, in the order
+// Variants returns them.
+var Names = struct {
 	None, Fixed, FixedBudget, Adaptive, AdaptiveBudget, RetryOnTimeout, BudgetOnly string
 }{
 	None:           "no hedging",
@@ -268,57 +269,57 @@ var HedgeNames = struct {
 	BudgetOnly:     "no hedging, budget",
 }
 
-// HedgeVariants returns the study's variants for a scenario, each with
+// Variants returns the study's variants for a scenario, each with
 // fresh state, each on the zero Policy (4 attempts, Exponential{} backoff,
 // the default classifier, which retries a 503) with one or two things set:
 //
 //   - None: nothing;
-//   - Fixed: Hedge: retry.Constant(HedgeP95);
+//   - Fixed: Hedge: retry.Constant(P95);
 //   - FixedBudget: the same with Budget: retry.NewBudget(0.1, 0);
 //   - Adaptive: Hedge: &adaptive.Hedge{} (p95 of the recent successes, 10 ms floor);
 //   - AdaptiveBudget: the same with the budget;
-//   - RetryOnTimeout: AttemptTimeout: HedgeP95 and Backoff: retry.Constant(0),
+//   - RetryOnTimeout: AttemptTimeout: P95 and Backoff: retry.Constant(0),
 //     a timed-out attempt retried at once;
 //   - BudgetOnly: the budget alone, no hedging.
-func HedgeVariants(s HedgeScenario, seed uint64) []HedgeConfig {
-	base := func(name, change string, p retry.Policy) HedgeConfig {
-		return HedgeConfig{
-			Name: name, Change: change, Calls: HedgeCalls, Rate: s.Rate(), Timeout: HedgeTimeout,
-			Policy: p, Server: HedgeServerConfig(), Seed: seed,
+func Variants(s Scenario, seed uint64) []Config {
+	base := func(name, change string, p retry.Policy) Config {
+		return Config{
+			Name: name, Change: change, Calls: Calls, Rate: s.Rate(), Timeout: CallTimeout,
+			Policy: p, Server: StudyServer(), Seed: seed,
 		}
 	}
 	budget := func() retry.Budget { return retry.NewBudget(0.1, 0) }
-	return []HedgeConfig{
-		base(HedgeNames.None, "the zero Policy: 4 attempts, Exponential{} backoff, a 503 retried", retry.Policy{}),
-		base(HedgeNames.Fixed, "Hedge: retry.Constant(6ms)", retry.Policy{Hedge: retry.Constant(HedgeP95)}),
-		base(HedgeNames.FixedBudget, "Hedge: retry.Constant(6ms), Budget: retry.NewBudget(0.1, 0)",
-			retry.Policy{Hedge: retry.Constant(HedgeP95), Budget: budget()}),
-		base(HedgeNames.Adaptive, "Hedge: &adaptive.Hedge{} (p95 of recent successes, floor 10ms)",
+	return []Config{
+		base(Names.None, "the zero Policy: 4 attempts, Exponential{} backoff, a 503 retried", retry.Policy{}),
+		base(Names.Fixed, "Hedge: retry.Constant(6ms)", retry.Policy{Hedge: retry.Constant(P95)}),
+		base(Names.FixedBudget, "Hedge: retry.Constant(6ms), Budget: retry.NewBudget(0.1, 0)",
+			retry.Policy{Hedge: retry.Constant(P95), Budget: budget()}),
+		base(Names.Adaptive, "Hedge: &adaptive.Hedge{} (p95 of recent successes, floor 10ms)",
 			retry.Policy{Hedge: &adaptive.Hedge{}}),
-		base(HedgeNames.AdaptiveBudget, "Hedge: &adaptive.Hedge{}, Budget: retry.NewBudget(0.1, 0)",
+		base(Names.AdaptiveBudget, "Hedge: &adaptive.Hedge{}, Budget: retry.NewBudget(0.1, 0)",
 			retry.Policy{Hedge: &adaptive.Hedge{}, Budget: budget()}),
-		base(HedgeNames.RetryOnTimeout, "AttemptTimeout: 6ms, Backoff: retry.Constant(0): a timed-out attempt retried at once",
-			retry.Policy{AttemptTimeout: HedgeP95, Backoff: retry.Constant(0)}),
-		base(HedgeNames.BudgetOnly, "Budget: retry.NewBudget(0.1, 0), no hedging", retry.Policy{Budget: budget()}),
+		base(Names.RetryOnTimeout, "AttemptTimeout: 6ms, Backoff: retry.Constant(0): a timed-out attempt retried at once",
+			retry.Policy{AttemptTimeout: P95, Backoff: retry.Constant(0)}),
+		base(Names.BudgetOnly, "Budget: retry.NewBudget(0.1, 0), no hedging", retry.Policy{Budget: budget()}),
 	}
 }
 
-// RunHedges runs the configurations on up to workers goroutines and
+// RunAll runs the configurations on up to workers goroutines and
 // returns their results in order. Each run is independent and seeded, so
 // the results do not depend on workers.
-func RunHedges(cs []HedgeConfig, workers int) []HedgeResult {
-	out := make([]HedgeResult, len(cs))
+func RunAll(cs []Config, workers int) []Result {
+	out := make([]Result, len(cs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(max(workers, 1), len(cs)) {
 		wg.Go(func() {
-			var m hedgeMemory
+			var m memory
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(cs) {
 					return
 				}
-				out[i] = runHedge(cs[i], &m)
+				out[i] = run(cs[i], &m)
 			}
 		})
 	}

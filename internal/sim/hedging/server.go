@@ -1,4 +1,4 @@
-package sim
+package hedging
 
 import (
 	"math"
@@ -62,7 +62,7 @@ func mix(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// HedgeServer is the hedging study's server. An attempt that arrives
+// Server is the hedging study's server. An attempt that arrives
 // first stalls, if its draw from Latency says so (holding no worker), then
 // takes a worker for its work; when all Workers are busy it waits in a
 // queue, first come first served, and the wait adds to its latency; when
@@ -72,7 +72,7 @@ func mix(z uint64) uint64 {
 // RST_STREAM, a gRPC cancel): a stalled attempt then never takes a worker,
 // a waiting one leaves the queue, one in service stops and frees its
 // worker. Until then a loser is load like any attempt.
-type HedgeServer struct {
+type Server struct {
 	Workers int // 0: no limit (no queue, no shedding)
 	Queue   int // negative: no limit
 	Latency Tail
@@ -83,7 +83,7 @@ type HedgeServer struct {
 
 // Capacity returns the attempts a second the server's workers serve when
 // busy: Workers over the mean work; +Inf with no limit.
-func (s HedgeServer) Capacity() float64 {
+func (s Server) Capacity() float64 {
 	if s.Workers <= 0 {
 		return math.Inf(1)
 	}
@@ -107,9 +107,9 @@ type sattempt struct {
 	work    time.Duration
 }
 
-// hedgeServer is the server's state in one run.
-type hedgeServer struct {
-	cfg      HedgeServer
+// serverState is the server's state in one run.
+type serverState struct {
+	cfg      Server
 	seed     uint64
 	answer   func(i, n int) (time.Duration, error)
 	attempts []sattempt
@@ -123,7 +123,7 @@ type hedgeServer struct {
 var errShed = &retry.ResponseError{StatusCode: 503, Status: "503 Service Unavailable"}
 
 // send receives attempt n of call i at now and returns its id.
-func (s *hedgeServer) send(r *hedgeRun, i, n int, now time.Duration) int32 {
+func (s *serverState) send(r *hedgeRun, i, n int, now time.Duration) int32 {
 	id := int32(len(s.attempts))
 	if s.answer != nil {
 		d, err := s.answer(i, n)
@@ -144,7 +144,7 @@ func (s *hedgeServer) send(r *hedgeRun, i, n int, now time.Duration) int32 {
 
 // admit gives attempt id, done stalling, a worker, a place in the queue,
 // or a 503.
-func (s *hedgeServer) admit(r *hedgeRun, id int32, now time.Duration) {
+func (s *serverState) admit(r *hedgeRun, id int32, now time.Duration) {
 	a := &s.attempts[id]
 	if a.state != sStalled {
 		return // cancelled while it stalled
@@ -167,7 +167,7 @@ func (s *hedgeServer) admit(r *hedgeRun, id int32, now time.Duration) {
 }
 
 // serve starts attempt id's work at now.
-func (s *hedgeServer) serve(r *hedgeRun, id int32, now time.Duration) {
+func (s *serverState) serve(r *hedgeRun, id int32, now time.Duration) {
 	a := &s.attempts[id]
 	a.state, a.began = sServing, now
 	s.busy++
@@ -176,7 +176,7 @@ func (s *hedgeServer) serve(r *hedgeRun, id int32, now time.Duration) {
 }
 
 // done ends attempt id's work, serves the next in the queue, and answers.
-func (s *hedgeServer) done(r *hedgeRun, id int32, now time.Duration, err error) {
+func (s *serverState) done(r *hedgeRun, id int32, now time.Duration, err error) {
 	a := &s.attempts[id]
 	if a.state != sServing {
 		return // cancelled before its end
@@ -191,7 +191,7 @@ func (s *hedgeServer) done(r *hedgeRun, id int32, now time.Duration, err error) 
 }
 
 // next serves the oldest waiting attempts while a worker is free.
-func (s *hedgeServer) next(r *hedgeRun, now time.Duration) {
+func (s *serverState) next(r *hedgeRun, now time.Duration) {
 	for s.head < len(s.queue) && s.busy < s.cfg.Workers {
 		id := s.queue[s.head]
 		s.head++
@@ -209,7 +209,7 @@ func (s *hedgeServer) next(r *hedgeRun, now time.Duration) {
 
 // cancel is the client's cancellation of attempt id at now, which reaches
 // the server CancelDelay later, or never.
-func (s *hedgeServer) cancel(r *hedgeRun, id int32, now time.Duration) {
+func (s *serverState) cancel(r *hedgeRun, id int32, now time.Duration) {
 	if s.cfg.CancelDelay < 0 {
 		return
 	}
@@ -219,7 +219,7 @@ func (s *hedgeServer) cancel(r *hedgeRun, id int32, now time.Duration) {
 // cancelled is a cancellation reaching the server at now: a stalled
 // attempt will take no worker, a waiting one leaves the queue, one in
 // service stops.
-func (s *hedgeServer) cancelled(r *hedgeRun, id int32, now time.Duration) {
+func (s *serverState) cancelled(r *hedgeRun, id int32, now time.Duration) {
 	a := &s.attempts[id]
 	switch a.state {
 	case sStalled:
