@@ -47,7 +47,7 @@ func TestHelpExitsZero(t *testing.T) {
 		code, stderr := command(t, arg)
 		assert.Equal(t, 0, code, "%s exits with status %d, want 0", arg, code)
 		assert.Contains(t, stderr, "Usage: retrysim [flags]")
-		for _, f := range []string{"-study", "-quick", "-live", "-clients", "-episodes", "-jobs", "-seed", "-workers", "-out"} {
+		for _, f := range []string{"-study", "-quick", "-live", "-clients", "-episodes", "-jobs", "-calls", "-seed", "-workers", "-out"} {
 			assert.Regexp(t, `(?m)^  `+f+`( |$)`, stderr, "-h lists %s", f)
 		}
 		assert.NotContains(t, stderr, "retrysim: flag: help requested")
@@ -61,7 +61,7 @@ func TestBadFlagExitsTwo(t *testing.T) {
 	assert.Contains(t, stderr, "flag provided but not defined: -nope")
 	code, stderr = command(t, "-study", "both")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, `retrysim: -study: "both" is not contention, drill or all`)
+	assert.Contains(t, stderr, `retrysim: -study: "both" is not contention, drill, hedging or all`)
 }
 
 func TestExitCode(t *testing.T) {
@@ -85,6 +85,7 @@ func TestLiveAlone(t *testing.T) {
 	assert.Equal(t, "none", c.study)
 	assert.Equal(t, defaultLiveJobs, c.liveJobs)
 	c.liveJobs = 40
+	c.liveCalls = 60
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, execute(c, &stdout, &stderr), stderr.String())
 	out := stdout.String()
@@ -92,6 +93,12 @@ func TestLiveAlone(t *testing.T) {
 	assert.NotContains(t, out, "CONTENTION STUDY")
 	assert.NotContains(t, out, "OUTAGE DRILL")
 	assert.Contains(t, out, "What each run shows:")
+	assert.Contains(t, out, "LIVE HEDGING: 60 GET calls")
+	for _, run := range []string{"HTTP/2, no hedging", "HTTP/2, hedge at 10ms", "HTTP/1.1, no hedging", "HTTP/1.1, hedge at 10ms"} {
+		assert.Contains(t, out, run)
+	}
+	assert.Contains(t, out, "What it shows: For real over HTTP/2, hedging at 10ms takes the p99.9 from")
+	assert.NotContains(t, out, "HEDGING STUDY")
 	assert.Contains(t, out, "Charts (2 SVG files) written to "+dir)
 	for _, name := range []string{"drill-live-as-given.svg", "drill-live-no-limiter.svg"} {
 		data, err := os.ReadFile(filepath.Join(dir, name))

@@ -32,7 +32,7 @@ func drillStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 	fmt.Fprintf(stdout, "  retries with the same idempotency key, which the provider answers 200 without sending twice.\n")
 	writeWrapped(stdout, "Policy as given: ", policyAsGiven+". A scheduler stores each job's next attempt time from retry.Next "+
 		"instead of sleeping on it; a job that comes due takes a limiter token and goes out after the token's delay.", 114)
-	fmt.Fprintf(stdout, "Variants, each the policy as given with one thing changed:\n")
+	fmt.Fprintf(stdout, "Variants, each the policy as given with one thing changed (River's default replaces it):\n")
 	width := 0
 	for _, v := range variants[1:] {
 		width = max(width, len(v.Name))
@@ -79,7 +79,11 @@ const policyAsGiven = "MaxAttempts 5, Exponential{Base: 500ms, Cap: 30s} (full j
 // (The legend says when a dead letter is counted.)
 func drillNote(v sim.DrillConfig) string {
 	variant := "This chart is the policy as given."
-	if v.Name != sim.DrillNames.AsGiven {
+	switch v.Name {
+	case sim.DrillNames.AsGiven:
+	case sim.DrillNames.River:
+		variant = fmt.Sprintf("This variant replaces the policy with %s.", v.Change)
+	default:
 		variant = fmt.Sprintf("This variant changes one thing: %s.", v.Change)
 	}
 	down := fmt.Sprintf("silent for the first %g s (each attempt times out)", v.Outage.Seconds())
@@ -186,6 +190,9 @@ func drillChart(r sim.DrillResult, capacity int, limit float64, down, lesson str
 			series = append(series, s)
 		}
 	}
+	if len(r.LimiterRate) > 0 {
+		series = append(series, learnedRate(r.LimiterRate))
+	}
 	rules := []svg.Rule{{Y: float64(capacity), Label: fmt.Sprintf("provider capacity %d/s", capacity)}}
 	if limit > 0 {
 		rules = append(rules, svg.Rule{Y: limit, Label: fmt.Sprintf("limiter %g/s", limit), LabelBelow: true, Color: colorLimiter})
@@ -218,6 +225,25 @@ func steps(name, color string, dashed bool, counts []int) svg.Series {
 		x1 := (time.Duration(k+1) * sim.RateBin).Seconds()
 		s.X = append(s.X, x0, x1)
 		s.Y = append(s.Y, float64(n), float64(n))
+	}
+	return s
+}
+
+// learnedSeries names an adaptive limiter's rate on a drill chart.
+const learnedSeries = "adaptive limiter's rate"
+
+// learnedRate draws an adaptive limiter's rate, per clock second, as steps
+// like the counts; a second in which it paced no booking (none made, or
+// before its first 429) is a gap, not a 0.
+func learnedRate(rates []float64) svg.Series {
+	s := svg.Series{Name: learnedSeries, Color: colorLimiter}
+	for k, v := range rates {
+		if !(v > 0) {
+			v = math.NaN()
+		}
+		x0 := (time.Duration(k) * sim.RateBin).Seconds()
+		s.X = append(s.X, x0, x0+sim.RateBin.Seconds())
+		s.Y = append(s.Y, v, v)
 	}
 	return s
 }
@@ -278,11 +304,12 @@ func count(n int) string {
 }
 
 // slug turns a variant's name into a file name part: "no jitter, no
-// limiter" becomes "no-jitter-no-limiter", "10% budget" "10pct-budget".
+// limiter" becomes "no-jitter-no-limiter", "10% budget" "10pct-budget",
+// "River's default" "rivers-default".
 func slug(name string) string {
 	var b strings.Builder
 	dash := false
-	for _, r := range strings.ToLower(strings.ReplaceAll(name, "%", "pct")) {
+	for _, r := range strings.ToLower(strings.NewReplacer("%", "pct", "'", "").Replace(name)) {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
 			if dash && b.Len() > 0 {
 				b.WriteByte('-')

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -108,10 +109,19 @@ func TestDrillChartsCountAsTheTable(t *testing.T) {
 			assert.GreaterOrEqual(t, ch.XMax, r.Summary.Drain.Seconds())
 			assert.Less(t, ch.XMax, r.Summary.Drain.Seconds()+5.001, "the time axis fits the run")
 			rules := 1
-			if v.Policy.Limiter != nil {
+			if sim.LimitOf(v.Policy.Limiter) > 0 {
 				rules = 2
 			}
-			assert.Len(t, ch.Rules, rules, "the capacity, and the limiter's rate where there is one")
+			assert.Len(t, ch.Rules, rules, "the capacity, and the fixed limiter's rate where there is one")
+			learned, ok := series(ch, learnedSeries)
+			assert.Equal(t, r.LimiterRate != nil, ok, "%s: an adaptive limiter's rate is drawn", r.Name)
+			if ok {
+				for j, y := range learned.Y {
+					if j%2 == 0 && !math.IsNaN(y) {
+						assert.Equal(t, r.LimiterRate[j/2], y, "%s: second %d", r.Name, j/2)
+					}
+				}
+			}
 			require.Len(t, ch.Bands, 1)
 			assert.Equal(t, v.Outage.Seconds(), ch.Bands[0].X1, "the outage is marked")
 		}
@@ -139,9 +149,12 @@ func TestDrillNoteDefinesAsGiven(t *testing.T) {
 	for _, v := range variants {
 		note := drillNote(v)
 		assert.Contains(t, note, `"As given" is the policy under test: `+policyAsGiven+".", v.Name)
-		if v.Name == sim.DrillNames.AsGiven {
+		switch v.Name {
+		case sim.DrillNames.AsGiven:
 			assert.Contains(t, note, "This chart is the policy as given.")
-		} else {
+		case sim.DrillNames.River:
+			assert.Contains(t, note, "This variant replaces the policy with "+v.Change+".", v.Name)
+		default:
 			assert.Contains(t, note, "This variant changes one thing: "+v.Change+".", v.Name)
 		}
 		assert.Contains(t, note, "serves 300 requests a second")
@@ -173,6 +186,18 @@ func TestDrillLessonsTellTheRunsNumbers(t *testing.T) {
 		assert.Contains(t, lessons[sim.DrillNames.Budget10], count(budget.Summary.DeadLettered)+" jobs dead-lettered")
 		assert.Contains(t, lessons[sim.DrillNames.ServerDelay], "sets "+plural(len(told.ServerWaits), "wait"))
 		assert.Contains(t, lessons[sim.DrillNames.ServerDelay], count(told.InOutage())+" attempts meet the outage ("+count(noLimiter.InOutage())+" when it hangs)")
+		learned, river := d.result(t, sim.DrillNames.Adaptive), d.result(t, sim.DrillNames.River)
+		assert.Contains(t, lessons[sim.DrillNames.Adaptive], "meets "+plural(learned.Count(sim.Throttled), "429")+" in all ("+
+			count(noLimiter.Count(sim.Throttled))+" with no limiter, "+count(river.Count(sim.Throttled))+" under River's default)")
+		assert.Contains(t, lessons[sim.DrillNames.Adaptive], "drains in "+secs(learned.Summary.Drain)+" ("+secs(given.Summary.Drain)+" as given)")
+		if peak, ok := peakAfterFirst(learned, sim.Throttled); ok {
+			assert.Contains(t, lessons[sim.DrillNames.Adaptive], "at most "+plural(peak, "attempt")+" a second")
+		} else {
+			assert.Contains(t, lessons[sim.DrillNames.Adaptive], "it meets no 429, so it never paces")
+		}
+		assert.Contains(t, lessons[sim.DrillNames.River], "sends "+plural(river.Summary.Attempts, "attempt")+" ("+count(given.Summary.Attempts)+" as given), "+
+			count(river.Count(sim.Throttled))+" answered 429")
+		assert.Contains(t, lessons[sim.DrillNames.River], "stretch the drain to "+secs(river.Summary.Drain))
 	}
 	// At the default size the runs are known: pin the claims that depend on
 	// which way the numbers went.
@@ -182,6 +207,10 @@ func TestDrillLessonsTellTheRunsNumbers(t *testing.T) {
 	assert.Contains(t, l[sim.DrillNames.NoJitterNoLimiter], "5 waves of 10,000 attempts, each at a single instant, 4 of them in the outage")
 	assert.Contains(t, l[sim.DrillNames.Budget10], "while the provider was down: that saved")
 	assert.Contains(t, l[sim.DrillNames.Budget10], "that as given delivered")
+	assert.Contains(t, l[sim.DrillNames.Adaptive], "the silent outage sends none, so 41,031 attempts meet it as with no limiter (2,019 as given)")
+	assert.Contains(t, l[sim.DrillNames.Adaptive], "1,327 jobs are dead-lettered (0 as given)")
+	assert.Contains(t, l[sim.DrillNames.Adaptive], "sooner for the jobs it gave up")
+	assert.Contains(t, l[sim.DrillNames.River], "delivers every job")
 }
 
 func TestDrillLessonsNeedTheirComparison(t *testing.T) {

@@ -22,6 +22,7 @@ func drillLessons(results []sim.DrillResult) map[string]string {
 	}
 	out := map[string]string{}
 	given, noJitter, noLimiter, neither, budget, told := by[sim.DrillNames.AsGiven], by[sim.DrillNames.NoJitter], by[sim.DrillNames.NoLimiter], by[sim.DrillNames.NoJitterNoLimiter], by[sim.DrillNames.Budget10], by[sim.DrillNames.ServerDelay]
+	learned, river := by[sim.DrillNames.Adaptive], by[sim.DrillNames.River]
 	if given != nil && noLimiter != nil {
 		out[sim.DrillNames.AsGiven] = limiterLesson(given, noLimiter)
 	}
@@ -40,7 +41,70 @@ func drillLessons(results []sim.DrillResult) map[string]string {
 	if told != nil && noLimiter != nil {
 		out[sim.DrillNames.ServerDelay] = serverDelayLesson(told, noLimiter)
 	}
+	if learned != nil && given != nil && noLimiter != nil && river != nil {
+		out[sim.DrillNames.Adaptive] = adaptiveLesson(learned, given, noLimiter, river)
+	}
+	if river != nil && given != nil {
+		out[sim.DrillNames.River] = riverLesson(river, given)
+	}
 	return out
+}
+
+// adaptiveLesson: what a limiter that learns the rate does against one
+// that is told it, and against none.
+func adaptiveLesson(learned, given, noLimiter, river *sim.DrillResult) string {
+	s, g := learned.Summary, given.Summary
+	outage := fmt.Sprintf("%s meet the silent outage (%s with no limiter, %s as given)",
+		plural(learned.InOutage(), "attempt"), count(noLimiter.InOutage()), count(given.InOutage()))
+	if learned.InOutage() >= noLimiter.InOutage() {
+		outage = fmt.Sprintf("the silent outage sends none, so %s meet it as with no limiter (%s as given)",
+			plural(learned.InOutage(), "attempt"), count(given.InOutage()))
+	}
+	dead := "every job is delivered"
+	if s.DeadLettered > 0 {
+		dead = fmt.Sprintf("%s dead-lettered (%s as given)", isAre(s.DeadLettered, "job"), count(g.DeadLettered))
+	}
+	paced := "it meets no 429, so it never paces"
+	if peak, ok := peakAfterFirst(learned, sim.Throttled); ok {
+		paced = fmt.Sprintf("from the second after its first 429 it sends at most %s a second for a capacity of %d", plural(peak, "attempt"), sim.DrillCapacity)
+	}
+	drain := fmt.Sprintf("drains in %s (%s as given)", secs(s.Drain), secs(g.Drain))
+	if s.Drain < g.Drain && s.DeadLettered > g.DeadLettered {
+		drain += ", sooner for the jobs it gave up"
+	}
+	return fmt.Sprintf("Given no rate, it paces only once 429s have taught it one: %s and %s; %s, meets %s in all (%s with no limiter, %s under River's default) and %s.",
+		outage, dead, paced, plural(learned.Count(sim.Throttled), "429"), count(noLimiter.Count(sim.Throttled)), count(river.Count(sim.Throttled)), drain)
+}
+
+// peakAfterFirst returns the most attempts in one clock second from the
+// second after the one of the first attempt with result res, and whether
+// there was one.
+func peakAfterFirst(r *sim.DrillResult, res sim.AttemptResult) (int, bool) {
+	first := r.Times(res)
+	if len(first) == 0 {
+		return 0, false
+	}
+	from := int(slices.Min(first)/sim.RateBin) + 1
+	peak := 0
+	for k, n := range sim.PerSecond(r.Times(), 0) {
+		if k >= from {
+			peak = max(peak, n)
+		}
+	}
+	return peak, true
+}
+
+// riverLesson: what a job queue's default retry policy does to the
+// provider.
+func riverLesson(river, given *sim.DrillResult) string {
+	s, g := river.Summary, given.Summary
+	delivered := fmt.Sprintf("delivers %s", plural(s.Delivered, "job"))
+	if s.Delivered == s.Jobs {
+		delivered = "delivers every job"
+	}
+	return fmt.Sprintf("River's default policy, with no limiter and deaf to Retry-After, %s (%s as given) but sends %s (%s as given), %s answered 429 (%s as given) and up to %s a second once the provider is back, and its attempt^4 waits stretch the drain to %s (%s as given).",
+		delivered, count(g.Delivered), plural(s.Attempts, "attempt"), count(g.Attempts), count(river.Count(sim.Throttled)), count(given.Count(sim.Throttled)),
+		count(s.PeakUp), secs(s.Drain), secs(g.Drain))
 }
 
 // limiterLesson: what the limiter does, with jitter.

@@ -1,7 +1,8 @@
 // Command retrysim shows, with the retry package's own strategies and
-// decision step, why jitter, retry budgets and rate limiters matter.
+// decision step, why jitter, retry budgets, rate limiters and hedging
+// matter. Its README (cmd/retrysim/README.md) has the figures.
 //
-// It runs two studies in virtual time and writes their charts as SVG:
+// It runs three studies in virtual time and writes their charts as SVG:
 //
 //   - contention: a reproduction of the simulator behind Marc Brooker's
 //     "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015): N
@@ -13,22 +14,32 @@
 //     model's server has no capacity limit).
 //   - drill: 10,000 notification jobs meet a provider outage. A scheduler
 //     persists each job's next attempt time from retry.Next instead of
-//     sleeping, paces attempts with a shared rate.Limiter, and dead-letters
-//     the jobs it gives up on. It compares the policy as given with the same
+//     sleeping, paces attempts with a shared limiter, and dead-letters the
+//     jobs it gives up on. It compares the policy as given with the same
 //     policy without jitter, without the limiter, without either, with a
-//     retry budget, and, without the limiter, against a provider that
-//     answers 503 with Retry-After while it is down; after its tables it says
-//     in one sentence per variant what that variant shows.
+//     retry budget, with an adaptive.Limiter that is given no rate, and,
+//     without the limiter, against a provider that answers 503 with
+//     Retry-After while it is down; and River's default retry policy. After
+//     its tables it says in one sentence per variant what that variant
+//     shows.
+//   - hedging: calls against a server whose latency has a heavy tail (98%
+//     about 5 ms, 2% about 1 s), at half its capacity and overloaded, with
+//     no hedging, hedging at the p95, adaptive hedging, each with and
+//     without a budget, and retrying on a timeout: p50, p99, p99.9, the
+//     extra load and the server's work, modelled by the core's hedging rules
+//     (internal/sim/hedging/model.go), and what they show.
 //
-// With -live it runs a short drill for real instead (or as well, with
-// -study): goroutines sending through retryhttp to a loopback HTTP server
-// that first hangs, then throttles with 429 and Retry-After.
+// With -live it runs short checks for real instead (or as well, with
+// -study): the drill, with goroutines sending through retryhttp to a
+// loopback HTTP server that first hangs, then throttles with 429 and
+// Retry-After; and hedging through retryhttp against a loopback server
+// with the heavy tail, over HTTP/2 and HTTP/1.1.
 //
 // Usage:
 //
-//	go run ./cmd/retrysim [-study all|contention|drill] [-quick] [-live]
+//	go run ./cmd/retrysim [-study all|contention|drill|hedging] [-quick] [-live]
 //	                      [-clients 10,20,...] [-episodes 100] [-jobs 10000]
-//	                      [-seed 1] [-workers N] [-out dir]
+//	                      [-calls 50000] [-seed 1] [-workers N] [-out dir]
 //
 // Tables go to standard output, progress to standard error, and the charts to
 // the folder given by -out (a new temporary folder by default), whose name is
@@ -48,6 +59,7 @@ import (
 	"time"
 
 	"github.com/seed93a044d1/retry/internal/sim"
+	"github.com/seed93a044d1/retry/internal/sim/hedging"
 )
 
 func main() {
@@ -69,18 +81,20 @@ func exitCode(err error, stderr io.Writer) int {
 
 // config is the command line.
 type config struct {
-	// study is all, contention, drill, or none: -live alone runs only the
-	// live drill.
-	study    string
-	clients  []int
-	episodes int
-	seed     uint64
-	quick    bool
-	live     bool
-	out      string
-	jobs     int
-	workers  int
-	liveJobs int // not a flag: the live drill's size, smaller in tests
+	// study is all, contention, drill, hedging, or none: -live alone runs
+	// only the live checks.
+	study     string
+	clients   []int
+	episodes  int
+	seed      uint64
+	quick     bool
+	live      bool
+	out       string
+	jobs      int
+	calls     int
+	workers   int
+	liveJobs  int // not a flag: the live drill's size, smaller in tests
+	liveCalls int // not a flag: the live hedging check's calls, fewer in tests
 }
 
 // Defaults, and what -quick changes them to.
@@ -98,20 +112,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("retrysim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study and the outage drill in virtual time, prints the\ntables and what each drill variant shows, and writes SVG charts. Flags:\n\n")
+		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study, the outage drill and the hedging study in virtual\ntime, prints their tables and what they show, and writes SVG charts. Flags:\n\n")
 		fs.PrintDefaults()
 	}
-	c := config{liveJobs: defaultLiveJobs}
+	c := config{liveJobs: defaultLiveJobs, liveCalls: defaultLiveCalls}
 	var clients string
-	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill or all (with -live alone: neither)")
+	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill, hedging or all (with -live alone: none)")
 	fs.StringVar(&clients, "clients", joinInts(defaultClients), "contention: client counts, comma-separated")
 	fs.IntVar(&c.episodes, "episodes", defaultEpisodes, "contention: episodes averaged per point")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; the same seed gives the same numbers")
 	fs.BoolVar(&c.quick, "quick", false, fmt.Sprintf("a quicker contention sweep: clients %s only (unless -clients is given), the same points as the full sweep", joinInts(quickClients)))
-	fs.BoolVar(&c.live, "live", false, "run a short drill for real against a loopback HTTP server (a few seconds): alone, only that; with -study, after the studies")
+	fs.BoolVar(&c.live, "live", false, "run a short drill and a hedging check for real against loopback HTTP servers (about 10 s): alone, only those; with -study, after the studies")
 	fs.StringVar(&c.out, "out", "", "folder for the SVG charts (default: a new temporary folder)")
 	fs.IntVar(&c.jobs, "jobs", sim.DrillJobs, "drill: number of notification jobs")
-	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "contention: goroutines running the sweep")
+	fs.IntVar(&c.calls, "calls", hedging.Calls, "hedging: calls per run")
+	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "contention and hedging: goroutines running the runs")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -131,19 +146,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-clients: %w", err)
 	}
 	switch c.study {
-	case "all", "contention", "drill":
+	case "all", "contention", "drill", "hedging":
 	case "none":
 		if !c.live {
-			return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
+			return c, fmt.Errorf("-study: %q is not contention, drill, hedging or all", c.study)
 		}
 	default:
-		return c, fmt.Errorf("-study: %q is not contention, drill or all", c.study)
+		return c, fmt.Errorf("-study: %q is not contention, drill, hedging or all", c.study)
 	}
 	if c.episodes < 1 {
 		return c, errors.New("-episodes must be at least 1")
 	}
 	if c.jobs < 1 {
 		return c, errors.New("-jobs must be at least 1")
+	}
+	if c.calls < 1 {
+		return c, errors.New("-calls must be at least 1")
 	}
 	c.workers = max(c.workers, 1)
 	return c, nil
@@ -211,12 +229,22 @@ func execute(c config, stdout, stderr io.Writer) error {
 		}
 		charts = append(charts, files...)
 	}
+	if c.study == "all" || c.study == "hedging" {
+		files, err := hedgingStudy(c, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, files...)
+	}
 	if c.live {
 		files, err := liveDrill(c, stdout, stderr)
 		if err != nil {
 			return err
 		}
 		charts = append(charts, files...)
+		if err := liveHedging(c, stdout, stderr); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stderr, "done in %v\n", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "\nCharts (%d SVG files) written to %s\n", len(charts), c.out)

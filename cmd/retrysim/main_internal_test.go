@@ -42,7 +42,7 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	err := run([]string{"-clients", "10,20", "-episodes", "4", "-jobs", "2000", "-out", dir}, &stdout, &stderr)
+	err := run([]string{"-clients", "10,20", "-episodes", "4", "-jobs", "2000", "-calls", "3000", "-out", dir}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	out := stdout.String()
 	for _, want := range []string{
@@ -52,18 +52,23 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 		"What became of the jobs", "What the provider saw", "retries/delivery", "Retry-After waits",
 		"peak attempts/s", "peak once back", "p99 latency", "What each variant shows:",
 		"What the contention study shows:", "  load: ", "  time: ", "  in short: ",
-		"Charts (8 SVG files) written to " + dir,
+		"adaptive limiter", "River's default",
+		"HEDGING STUDY: 3,000 calls", "At half its capacity (5,000 calls a second)", "Overloaded: 12,500 calls a second",
+		"hedge at p95, budget", "adaptive hedge", "retry on timeout", "What the hedging study shows:", "  the tail: ",
+		"  overloaded: ", "Charts (13 SVG files) written to " + dir,
 	} {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, out, "LIVE DRILL")
 	assert.Contains(t, stderr.String(), "contention: 10/10")
 	assert.Contains(t, stderr.String(), "drill: no jitter, no limiter")
+	assert.Contains(t, stderr.String(), "hedging: 15 runs of 3,000 calls")
 
 	for _, name := range []string{
 		"contention-calls.svg", "contention-time.svg", "drill-as-given.svg", "drill-no-jitter.svg",
 		"drill-no-limiter.svg", "drill-no-jitter-no-limiter.svg", "drill-10pct-budget.svg",
-		"drill-no-limiter-503-retry-after.svg",
+		"drill-no-limiter-503-retry-after.svg", "drill-adaptive-limiter.svg", "drill-rivers-default.svg",
+		"hedging-latency.svg", "hedging-overload-latency.svg", "hedging-overload-load.svg",
 	} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -110,7 +115,9 @@ func TestParseFlags(t *testing.T) {
 		{"quick with fewer episodes", []string{"-quick", "-episodes", "10"}, quickClients, 10, "all", ""},
 		{"quick keeps explicit episodes", []string{"-episodes", "600", "-quick"}, quickClients, 600, "all", ""},
 		{"study", []string{"-study", "drill"}, defaultClients, 100, "drill", ""},
-		{"bad study", []string{"-study", "both"}, nil, 0, "", `-study: "both" is not contention, drill or all`},
+		{"hedging", []string{"-study", "hedging", "-calls", "500"}, defaultClients, 100, "hedging", ""},
+		{"zero calls", []string{"-calls", "0"}, nil, 0, "", "-calls must be at least 1"},
+		{"bad study", []string{"-study", "both"}, nil, 0, "", `-study: "both" is not contention, drill, hedging or all`},
 		{"bad clients", []string{"-clients", "10,x"}, nil, 0, "", `-clients: "x" is not a positive whole number`},
 		{"no clients", []string{"-clients", ","}, nil, 0, "", "-clients: no client count given"},
 		{"zero episodes", []string{"-episodes", "0"}, nil, 0, "", "-episodes must be at least 1"},

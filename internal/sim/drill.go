@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry"
+	"github.com/seed93a044d1/retry/adaptive"
 )
 
 // The outage drill: a batch of notification jobs meets a provider outage.
@@ -115,6 +117,47 @@ func LimitOf(l retry.Limiter) float64 {
 	return 0
 }
 
+// virtualAdaptive is an adaptive.Limiter driven in the simulation's virtual
+// time, as adaptive's README says: Reserve books at the time it is given,
+// for that time (ReserveAt), and the drill tells it how each attempt ended
+// with LearnAt, before it decides the retry. adaptive.Limiter reads the
+// real clock in Reserve and Learn instead.
+type virtualAdaptive struct{ *adaptive.Limiter }
+
+// Reserve books an attempt at t, for t.
+func (v virtualAdaptive) Reserve(_ context.Context, t time.Time) (retry.Reservation, error) {
+	return v.ReserveAt(t, t), nil
+}
+
+// learnerAt is a limiter told, in virtual time, how each attempt ended.
+type learnerAt interface {
+	LearnAt(now time.Time, d time.Duration, err error)
+}
+
+// riverBackoff is River's default retry schedule (riverqueue/river,
+// internal/retrypolicy: DefaultClientRetryPolicy): the wait after the n-th
+// failure is n^4 seconds, with jitter of up to 10% either way, so 1 s, 16 s,
+// 81 s, 256 s, 625 s... It is a plain value, safe for concurrent use.
+type riverBackoff struct{}
+
+// Delay returns n^4 seconds times 1 + 0.2u - 0.1; an n below 1 counts as 1.
+func (riverBackoff) Delay(n int, _ time.Duration, u float64) time.Duration {
+	s := math.Pow(float64(max(n, 1)), 4)
+	s += s * (2*u - 1) * riverJitter
+	if s >= maxSeconds {
+		return math.MaxInt64
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// River's jitter fraction and its default MaxAttempts.
+const (
+	riverJitter      = 0.1
+	riverMaxAttempts = 25
+)
+
+var maxSeconds = time.Duration(math.MaxInt64).Seconds()
+
 // DrillConfig is one run of the drill. The Policy's Limiter and Budget hold
 // state, so a DrillConfig runs once; build a fresh one (DrillVariants) for
 // each run.
@@ -133,6 +176,9 @@ type DrillConfig struct {
 	// once, with Retry-After set to the time until it is back (rounded up to
 	// whole seconds), instead of never answering.
 	DownRetryAfter bool
+	// IgnoreRetryAfter makes the worker deaf to the provider's Retry-After,
+	// as River's default retry policy is: it retries on its own schedule.
+	IgnoreRetryAfter bool
 	// Policy decides each retry through retry.Next; its Limiter paces every
 	// attempt and its Budget, if any, must grant every retry.
 	Policy retry.Policy
@@ -142,7 +188,7 @@ type DrillConfig struct {
 // DrillNames are the names of the drill's variants, in the order
 // DrillVariants returns them.
 var DrillNames = struct {
-	AsGiven, NoJitter, NoLimiter, NoJitterNoLimiter, Budget10, ServerDelay string
+	AsGiven, NoJitter, NoLimiter, NoJitterNoLimiter, Budget10, ServerDelay, Adaptive, River string
 }{
 	AsGiven:           "as given",
 	NoJitter:          "no jitter",
@@ -150,6 +196,8 @@ var DrillNames = struct {
 	NoJitterNoLimiter: "no jitter, no limiter",
 	Budget10:          "10% budget",
 	ServerDelay:       "no limiter, 503 + Retry-After",
+	Adaptive:          "adaptive limiter",
+	River:             "River's default",
 }
 
 // DrillVariants returns the drill's comparison, each with fresh state, each
@@ -164,7 +212,13 @@ var DrillNames = struct {
 //   - Budget10: with a 10% retry budget (retry.NewBudget(0.1, 0): no floor,
 //     so the ratio alone decides);
 //   - ServerDelay: NoLimiter against a provider that, while down, answers
-//     503 with Retry-After instead of hanging (what a server's delay does).
+//     503 with Retry-After instead of hanging (what a server's delay does);
+//   - Adaptive: an adaptive.Limiter, which is given no rate, in place of the
+//     rate.Limiter (what learning the rate costs against knowing it);
+//   - River: River's default retry policy in place of the policy (its
+//     schedule, riverBackoff, its 25 attempts, no limiter, deaf to
+//     Retry-After), with the drill's attempt timeout: what a queue's
+//     default does.
 func DrillVariants(seed uint64) []DrillConfig {
 	base := func(name string) DrillConfig {
 		return DrillConfig{
@@ -196,7 +250,17 @@ func DrillVariants(seed uint64) []DrillConfig {
 	told.Change = "no Limiter, and the provider, while down, answers 503 at once with Retry-After: the seconds until it is back"
 	told.Policy.Limiter = nil
 	told.DownRetryAfter = true
-	return []DrillConfig{given, nj, nl, neither, budget, told}
+	learned := base(DrillNames.Adaptive)
+	learned.Change = "Limiter: an adaptive.Limiter, given no rate, which learns the provider's from its 429s"
+	learned.Policy.Limiter = virtualAdaptive{&adaptive.Limiter{}}
+	river := base(DrillNames.River)
+	river.Change = fmt.Sprintf("River's default retry policy: %d attempts, waits of attempt^4 s with 10%% jitter (1 s, 16 s, 81 s, 256 s...), "+
+		"no limiter, Retry-After not read; the attempt timeout stays 2 s", riverMaxAttempts)
+	river.Policy.MaxAttempts = riverMaxAttempts
+	river.Policy.Backoff = riverBackoff{}
+	river.Policy.Limiter = nil
+	river.IgnoreRetryAfter = true
+	return []DrillConfig{given, nj, nl, neither, budget, told, learned, river}
 }
 
 // AttemptResult is what became of one attempt at the provider.
@@ -274,6 +338,11 @@ type DrillResult struct {
 	ServerWaits []time.Duration
 	// Outage is when the provider came back.
 	Outage time.Duration
+	// LimiterRate holds, for each clock second, the rate an adaptive
+	// limiter had booked the last attempt sent in that second at, in
+	// attempts per second: NaN for a second with no attempt, 0 while it
+	// paced none (before its first 429). nil for any other limiter.
+	LimiterRate []float64
 }
 
 // Count returns the number of attempts with the given result.
@@ -378,7 +447,8 @@ type drillEvent struct {
 	kind   uint8
 	result AttemptResult // jobAnswer
 	job    int32
-	err    error // jobAnswer: the error for a failed attempt
+	err    error   // jobAnswer: the error for a failed attempt
+	rate   float64 // jobSend: an adaptive limiter's rate at its booking; NaN for none
 }
 
 // RunDrill runs the drill in virtual time and returns its outcome. Every
@@ -429,7 +499,11 @@ func RunDrill(c DrillConfig) DrillResult {
 			window, served = w, 0
 		}
 		if served >= c.Capacity {
-			return Throttled, &retry.ResponseError{StatusCode: 429, Status: "429 Too Many Requests", RetryAfter: wholeSeconds(window + time.Second - now)}
+			e := &retry.ResponseError{StatusCode: 429, Status: "429 Too Many Requests", RetryAfter: wholeSeconds(window + time.Second - now)}
+			if c.IgnoreRetryAfter {
+				e.RetryAfter = 0 // the header is sent; the worker does not read it
+			}
+			return Throttled, e
 		}
 		served++
 		r := Sent
@@ -464,6 +538,7 @@ func RunDrill(c DrillConfig) DrillResult {
 		switch ev.kind {
 		case jobDue:
 			var delay time.Duration
+			rate := math.NaN()
 			if p.Limiter != nil {
 				r, err := p.Limiter.Reserve(context.Background(), t)
 				if err != nil {
@@ -471,9 +546,19 @@ func RunDrill(c DrillConfig) DrillResult {
 					continue
 				}
 				delay = max(r.Start.Sub(t), 0)
+				if a, ok := p.Limiter.(virtualAdaptive); ok {
+					rate = a.Rate()
+				}
 			}
-			q.After(delay, drillEvent{kind: jobSend, job: ev.job})
+			q.After(delay, drillEvent{kind: jobSend, job: ev.job, rate: rate})
 		case jobSend:
+			if !math.IsNaN(ev.rate) {
+				k := bin(now)
+				for len(res.LimiterRate) <= k {
+					res.LimiterRate = append(res.LimiterRate, math.NaN())
+				}
+				res.LimiterRate[k] = ev.rate
+			}
 			attempts[job]++
 			if attempts[job] == 1 && p.Budget != nil {
 				p.Budget.Deposit(t)
@@ -487,6 +572,9 @@ func RunDrill(c DrillConfig) DrillResult {
 			}
 			q.After(after, drillEvent{kind: jobAnswer, job: ev.job, result: r, err: err})
 		case jobAnswer:
+			if l, ok := p.Limiter.(learnerAt); ok {
+				l.LearnAt(t, now-lastSent[job], ev.err)
+			}
 			if ev.err == nil {
 				latencies = append(latencies, now-queued(job))
 				finished = now

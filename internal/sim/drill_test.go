@@ -32,7 +32,8 @@ func drill(t *testing.T, name string) sim.DrillResult {
 	return r
 }
 
-var variantNames = []string{"as given", "no jitter", "no limiter", "no jitter, no limiter", "10% budget", "no limiter, 503 + Retry-After"}
+var variantNames = []string{"as given", "no jitter", "no limiter", "no jitter, no limiter", "10% budget", "no limiter, 503 + Retry-After",
+	"adaptive limiter", "River's default"}
 
 func TestDrillVariants(t *testing.T) {
 	t.Parallel()
@@ -44,8 +45,13 @@ func TestDrillVariants(t *testing.T) {
 		assert.Equal(t, 10_000, v.Jobs)
 		assert.Equal(t, 10*time.Second, v.Outage)
 		assert.Equal(t, 300, v.Capacity)
-		assert.Equal(t, 5, v.Policy.MaxAttempts)
+		if v.Name == sim.DrillNames.River {
+			assert.Equal(t, 25, v.Policy.MaxAttempts, "River's default MaxAttempts")
+		} else {
+			assert.Equal(t, 5, v.Policy.MaxAttempts)
+		}
 		assert.Equal(t, v.Name == sim.DrillNames.ServerDelay, v.DownRetryAfter, "only one variant changes the provider")
+		assert.Equal(t, v.Name == sim.DrillNames.River, v.IgnoreRetryAfter, "only River's policy is deaf to Retry-After")
 	}
 	given := vs[0].Policy
 	assert.Equal(t, retry.Exponential{Base: 500 * ms, Cap: 30 * time.Second}, given.Backoff)
@@ -65,6 +71,15 @@ func TestDrillVariants(t *testing.T) {
 	assert.Nil(t, vs[5].Policy.Limiter)
 	assert.Nil(t, vs[5].Policy.Budget)
 	assert.NotSame(t, vs[0].Policy.Limiter, vs[1].Policy.Limiter, "each variant needs its own limiter")
+	rated, ok := vs[6].Policy.Limiter.(interface{ Rate() float64 })
+	require.True(t, ok, "the adaptive variant paces with an adaptive.Limiter")
+	assert.Zero(t, rated.Rate(), "given no rate")
+	assert.Zero(t, sim.LimitOf(vs[6].Policy.Limiter))
+	assert.Equal(t, retry.Exponential{Base: 500 * ms, Cap: 30 * time.Second}, vs[6].Policy.Backoff, "only the limiter changes")
+	assert.Equal(t, 16*time.Second, vs[7].Policy.Backoff.Delay(2, 0, 0.5), "River's schedule")
+	assert.Nil(t, vs[7].Policy.Limiter)
+	assert.Nil(t, vs[7].Policy.Budget)
+	assert.Equal(t, 2*time.Second, vs[7].Policy.AttemptTimeout)
 }
 
 // TestDrillLosesNoJob checks the accounting of every variant: each job ends
@@ -98,9 +113,13 @@ func TestDrillLosesNoJob(t *testing.T) {
 				assert.Equal(t, perJob[d.Job], d.Attempts)
 				assert.Error(t, d.Last)
 			}
+			most := 5
+			if name == sim.DrillNames.River {
+				most = 25
+			}
 			for job, n := range perJob {
-				if n < 1 || n > 5 {
-					assert.Fail(t, "attempts out of [1, 5]", "job %d made %d attempts", job, n)
+				if n < 1 || n > most {
+					assert.Fail(t, "attempts out of range", "job %d made %d attempts, at most %d", job, n, most)
 				}
 			}
 			assert.LessOrEqual(t, r.Sent, s.Jobs)
@@ -142,6 +161,8 @@ func TestDrillDeadLetterReasons(t *testing.T) {
 		{"10% budget", retry.ErrBudgetExhausted},
 		{"no jitter, no limiter", retry.ErrExhausted},
 		{"no limiter, 503 + Retry-After", retry.ErrExhausted},
+		{"adaptive limiter", retry.ErrExhausted},
+		{"River's default", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,7 +274,13 @@ func TestDrillHonoursWaits(t *testing.T) {
 						}
 					case sim.Throttled:
 						throttled++
-						if gap < time.Second {
+						if name == sim.DrillNames.River {
+							// Deaf to Retry-After: its own wait, at least
+							// 0.9 n^4 s after the n-th failure.
+							if least := time.Duration(0.9 * math.Pow(float64(p.N), 4) * float64(time.Second)); gap < least {
+								assert.Fail(t, "retried before River's wait", "job %d: %v after its 429 at attempt %d", a.Job, gap, p.N)
+							}
+						} else if gap < time.Second {
 							assert.Fail(t, "retried before Retry-After", "job %d: %v after a 429", a.Job, gap)
 						}
 					case sim.Unavailable:
@@ -355,6 +382,9 @@ func TestDrillServerDelaySetsWaits(t *testing.T) {
 	for _, name := range []string{sim.DrillNames.AsGiven, sim.DrillNames.NoJitter, sim.DrillNames.NoLimiter, sim.DrillNames.NoJitterNoLimiter, sim.DrillNames.Budget10} {
 		assert.Empty(t, drill(t, name).ServerWaits, name)
 	}
+	river := drill(t, sim.DrillNames.River)
+	assert.Positive(t, river.Count(sim.Throttled))
+	assert.Empty(t, river.ServerWaits, "River's policy does not read Retry-After")
 }
 
 // TestDrillServerWaitsAgainstTheBackoff pins the count on small runs where
@@ -539,4 +569,92 @@ func BenchmarkDrill(b *testing.B) {
 	for b.Loop() {
 		sim.RunDrill(sim.DrillVariants(1)[2])
 	}
+}
+
+// RiverBackoff is River's schedule: n^4 seconds after the n-th failure,
+// with 10% jitter either way, and a wait that never overflows.
+func TestRiverBackoff(t *testing.T) {
+	t.Parallel()
+	b := sim.DrillVariants(1)[7].Policy.Backoff
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 16 * time.Second, 3: 81 * time.Second, 4: 256 * time.Second, 5: 625 * time.Second} {
+		assert.Equal(t, want, b.Delay(n, 0, 0.5), "n = %d, no jitter", n)
+		assert.Equal(t, want*9/10, b.Delay(n, 0, 0), "n = %d, 10%% less", n)
+		assert.InDelta(t, float64(want)*1.1, float64(b.Delay(n, 0, 0.999999999)), float64(want)*1e-8, "n = %d, 10%% more", n)
+	}
+	assert.Equal(t, time.Second, b.Delay(0, 0, 0.5), "n below 1 counts as 1")
+	assert.Equal(t, time.Duration(math.MaxInt64), b.Delay(1_000_000, 0, 0.5), "saturates")
+	assert.Positive(t, b.Delay(309, 0, 0.99))
+}
+
+// The adaptive limiter in the drill, given no rate: the provider's 429s
+// teach it one once the provider is back, and from the second after the
+// first 429 it keeps the provider between 0.6 and 1.3 of its capacity
+// (0.85 of it, its cut), with fewer than 10% of attempts throttled in any
+// 10 s window; it meets far fewer 429s than no limiter and River's
+// default. It cannot pace the silent outage, which sends no 429: every
+// job's first four attempts meet it, as without a limiter, and the jobs
+// it dead-letters are those whose fifth attempt met it too, or met a 429
+// or a lost reply after it.
+func TestDrillAdaptiveLimiter(t *testing.T) {
+	t.Parallel()
+	r := drill(t, sim.DrillNames.Adaptive)
+	noLimiter, river := drill(t, sim.DrillNames.NoLimiter), drill(t, sim.DrillNames.River)
+	throttled := r.Times(sim.Throttled)
+	require.NotEmpty(t, throttled)
+	first := slices.Min(throttled)
+	assert.GreaterOrEqual(t, first, 10*time.Second, "no 429 before the provider is back")
+	assert.Less(t, slices.Max(throttled), 11*time.Second, "every 429 in the first second it is back: none once it has learned")
+
+	attempts, served := sim.PerSecond(r.Times(), 0), sim.PerSecond(r.Times(sim.Sent, sim.Duplicate, sim.LostReply), 0)
+	perSecond429 := sim.PerSecond(throttled, time.Duration(len(attempts))*time.Second)
+	from, until := int(first/time.Second)+1, int(r.Summary.Drain/time.Second)-1 // whole seconds with a backlog
+	require.Greater(t, until-from, 20)
+	for k := from; k < until; k++ {
+		assert.LessOrEqual(t, float64(attempts[k]), 1.3*sim.DrillCapacity, "second %d", k)
+		assert.GreaterOrEqual(t, float64(served[k]), 0.6*sim.DrillCapacity, "second %d", k)
+	}
+	for k := from; k+10 <= until; k += 10 {
+		sent, thr := 0, 0
+		for j := k; j < k+10; j++ {
+			sent, thr = sent+attempts[j], thr+perSecond429[j]
+		}
+		assert.Less(t, float64(thr), 0.1*float64(sent), "window from %d s", k)
+	}
+	assert.Less(t, 10*r.Count(sim.Throttled), noLimiter.Count(sim.Throttled), "far fewer 429s than no limiter")
+	assert.Less(t, 10*r.Count(sim.Throttled), river.Count(sim.Throttled), "far fewer 429s than River's default")
+
+	// The outage: nothing paced, the first four attempts of every job spent.
+	assert.Equal(t, noLimiter.InOutage(), r.InOutage())
+	inOutage := map[int]int{}
+	for _, a := range r.Attempts {
+		if a.At < r.Outage {
+			inOutage[a.Job]++
+		}
+	}
+	for job := range r.Summary.Jobs {
+		if inOutage[job] < 4 {
+			require.Fail(t, "a job kept an attempt", "job %d: %d attempts in the outage", job, inOutage[job])
+		}
+	}
+	for _, d := range r.DeadLetters {
+		assert.Equal(t, 5, d.Attempts)
+		assert.ErrorIs(t, d.Reason, retry.ErrExhausted)
+	}
+	assert.Equal(t, r.Summary.Jobs, r.Summary.Delivered+r.Summary.DeadLettered)
+	require.NotEmpty(t, r.LimiterRate)
+	assert.InDelta(t, 0.85*sim.DrillCapacity, r.LimiterRate[until-1], 0.1*sim.DrillCapacity, "paces at its cut of the capacity")
+}
+
+// River's default policy in the drill: no limiter, deaf to Retry-After, 25
+// attempts: every job is delivered in the end, but the provider meets
+// crowds far above its capacity and most of their attempts are 429s, and
+// the waits of attempt^4 seconds stretch the drain far beyond as given's.
+func TestDrillRiverDefault(t *testing.T) {
+	t.Parallel()
+	r, given := drill(t, sim.DrillNames.River), drill(t, sim.DrillNames.AsGiven)
+	assert.Equal(t, r.Summary.Jobs, r.Summary.Delivered)
+	assert.Greater(t, r.Summary.PeakUp, 5*sim.DrillCapacity)
+	assert.Greater(t, r.Count(sim.Throttled), r.Summary.Jobs)
+	assert.Greater(t, r.Summary.Drain, 10*given.Summary.Drain)
+	assert.Equal(t, 20_000, r.InOutage(), "two attempts each: at 0 s, and 1 s after the first timeout")
 }

@@ -1,10 +1,10 @@
 // Package sim holds the simulations behind cmd/retrysim: a discrete-event
 // engine in virtual time, the contention study of Marc Brooker's "Exponential
 // Backoff And Jitter" (AWS Architecture Blog, 2015), and the outage drill of
-// the design notes. Both drive the library's real Backoff values, Next, rate
-// limiter and Budget, passing them the virtual time as an argument, so a run
-// takes no wall-clock time beyond the computation and is reproducible from its
-// seed.
+// the design notes (the hedging study is its subpackage hedging). They drive
+// the library's real Backoff values, Next, limiters and Budget, passing them
+// the virtual time as an argument, so a run takes no wall-clock time beyond
+// the computation and is reproducible from its seed.
 package sim
 
 import (
@@ -83,6 +83,18 @@ func (q *Queue[E]) After(d time.Duration, ev E) {
 		at = math.MaxInt64
 	}
 	q.Schedule(at, ev)
+}
+
+// Peek returns the due time of the earliest event, without removing it;
+// ok is false if the queue is empty.
+func (q *Queue[E]) Peek() (at time.Duration, ok bool) {
+	if q.hole {
+		q.fill()
+	}
+	if len(q.items) == 0 {
+		return 0, false
+	}
+	return q.items[0].at, true
 }
 
 // Pop removes the earliest event, advances Now to its due time and returns
