@@ -264,3 +264,36 @@ func TestHedgingLeaksNothing(t *testing.T) {
 		})
 	}
 }
+
+// The winner of a hedged call is read after RoundTrip returns: its body must
+// outlive the attempt, whose context the core ends as it returns, and over
+// HTTP/1.1 its connection must go back to the pool. Before, every hedged
+// call cost a new connection, and some bodies failed with context.Canceled.
+func TestHedgedWinnerBodyOutlivesItsAttempt(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond) // the body comes after RoundTrip has returned
+		io.WriteString(w, "hello")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(time.Second)})
+	for i := range 20 {
+		resp, err := client.Get(srv.URL)
+		require.NoError(t, err, "call %d", i)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, "call %d: the body was cut", i)
+		assert.Equal(t, "hello", string(body))
+	}
+	assert.Equal(t, int32(1), conns.Load(), "one connection for 20 calls that never needed a hedge")
+}

@@ -431,13 +431,21 @@ func (c *call) attempt(ctx context.Context) error {
 	}
 
 	var g *guard
-	if c.timeout > 0 {
+	timeout := c.timeout
+	if d, ok := ctx.Deadline(); ok && timeout >= time.Until(d) {
 		// When the caller's deadline comes first, it alone bounds the
 		// attempt, and its error is the caller's, as in the core.
-		if d, ok := ctx.Deadline(); !ok || c.timeout < time.Until(d) {
-			g = newGuard(ctx, c.timeout)
-			ctx = g.ctx
-		}
+		timeout = 0
+	}
+	switch {
+	case c.policy.Hedge != nil:
+		// The core ends a hedged attempt's context as the attempt returns:
+		// a winner's body must outlive it.
+		g = newDetachedGuard(c.req.Context(), ctx, timeout)
+		ctx = g.ctx
+	case timeout > 0:
+		g = newGuard(ctx, timeout)
+		ctx = g.ctx
 	}
 
 	// A shallow copy on the attempt's context, which carries its number:
@@ -582,7 +590,7 @@ func discard(resp *http.Response, g *guard, timeout time.Duration) {
 		return
 	}
 	if resp.ContentLength <= maxDrain { // -1, unknown, included
-		if g != nil && g.body != nil { // the body is the guard's: its timer cuts it
+		if g != nil && g.body != nil && g.timer != nil { // the body is the guard's: its timer cuts it
 			g.timer.Reset(timeout)
 		} else {
 			if timeout <= 0 {
