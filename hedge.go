@@ -399,21 +399,25 @@ func (h *hedger) finish(now time.Time, reason error, winner int) (int, error) {
 		h.flights[i].cut = true
 		h.flights[i].cancel()
 	}
+	waitLosers := len(h.flights) > 0
 	for len(h.flights) > 0 {
 		l := <-h.landings
 		f := h.take(l.n)
 		if l.panicked && !h.panicked {
 			h.panicked, h.panicVal = true, l.panicVal
 		}
-		if l.err != nil {
-			// A loser cut in flight may have done its work.
-			unknown := OutcomeUnknown(l.err)
-			h.c.unknown = h.c.unknown || unknown
-			h.c.observeFlight(f, l.end, unmark(l.err), unknown, step{})
-		}
+		// Every attempt is told, a loser that succeeded too included (its
+		// event has no Err, after the winner's). One cut in flight may have
+		// done its work.
+		unknown := l.err != nil && OutcomeUnknown(l.err)
+		h.c.unknown = h.c.unknown || unknown
+		h.c.observeFlight(f, l.end, unmark(l.err), unknown, step{})
 	}
 	if h.panicked {
 		panic(h.panicVal)
+	}
+	if waitLosers {
+		now = time.Now() // the call ends as Do returns, once they have
 	}
 	if reason == nil {
 		h.c.waitFrom = time.Time{}

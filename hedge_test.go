@@ -70,6 +70,33 @@ func TestHedgeWinsOverASlowAttempt(t *testing.T) {
 	})
 }
 
+// A loser that finishes its work though cancelled, and succeeds too, is an
+// attempt like any other: Observe sees it, after the winner, with no Err.
+func TestHedgeLoserThatSucceedsIsObserved(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		fn := func(ctx context.Context) error {
+			if n.Add(1) == 1 {
+				time.Sleep(time.Second) // deaf to its cancellation
+			} else {
+				time.Sleep(5 * time.Millisecond)
+			}
+			return nil
+		}
+		observe, events := recordEvents()
+		start := time.Now()
+		err := retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: observe})
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, time.Since(start), "Do returns once every attempt has")
+		assert.Equal(t, []retry.Event{
+			{Attempt: 2, Duration: 5 * time.Millisecond, Elapsed: 15 * time.Millisecond, Hedge: true},
+			{Attempt: 1, Duration: time.Second, Elapsed: time.Second},
+			{Attempt: 2, Done: true, Elapsed: time.Second},
+		}, *events, "the winner, the loser that succeeded too, the end")
+	})
+}
+
 // clearErrs returns events with the Err of event i cleared, for comparison.
 func clearErrs(events []retry.Event, i int) []retry.Event {
 	out := append([]retry.Event(nil), events...)

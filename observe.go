@@ -76,8 +76,9 @@ type Event struct {
 
 	// Hedge reports that the attempt started as a hedge, beside others of
 	// the call still in flight (see Policy.Hedge). The attempt that won a
-	// hedged call is the one whose event has no Err; the others' events
-	// follow it, with the error their cancellation gave them.
+	// hedged call is the first whose event has no Err; the others in flight
+	// then are cancelled, and their events follow it, each with the error
+	// its cancellation gave it, or none when it succeeded too.
 	Hedge bool
 
 	// WaitedFor says what set the wait that Waited measures, as WaitSetBy

@@ -124,10 +124,19 @@ func TestHedgingLeavesNothingBehind(t *testing.T) {
 			hedges.Add(1)
 		}
 	}
+	// An interceptor inside retrygrpc's sees each attempt, to check that
+	// Observe does too.
+	var attempts atomic.Int64
+	countAttempts := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		attempts.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
 	var d net.Dialer
 	conn := dialRaw(t, func(ctx context.Context, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, "tcp", lis.Addr().String())
-	}, true, p, []retrygrpc.Option{retrygrpc.Idempotent(methodGet)}, grpc.WithStatsHandler(&clientSide))
+	}, true, p, []retrygrpc.Option{retrygrpc.Idempotent(methodGet)},
+		grpc.WithStatsHandler(&clientSide), grpc.WithChainUnaryInterceptor(countAttempts))
 	defer conn.Close()
 	ready(t, conn)
 	got, err := invoke(t.Context(), conn, methodGet)
@@ -160,20 +169,21 @@ func TestHedgingLeavesNothingBehind(t *testing.T) {
 	require.Zero(t, failed.Load(), "calls that failed or got another call's reply")
 
 	assert.GreaterOrEqual(t, hedges.Load(), int64(calls/10), "every slow call was hedged")
-	attempts := int64(1 + calls + hedges.Load()) // the warm-up call, each first attempt, and the hedges Observe saw
+	assert.Equal(t, int64(1+calls)+hedges.Load(), attempts.Load(),
+		"Observe saw every attempt: the warm-up call, each first attempt, and each hedge")
 	settled(t, false, func() bool {
 		return clientSide.streamsEnded.Load() == clientSide.streams.Load() &&
 			serverSide.streamsEnded.Load() == serverSide.streams.Load() && cut.Load() == slowFirsts.Load()
 	}, "every stream ended, on both sides, and every slow first attempt the server saw was cut")
 	// An attempt is at most one stream: a hedge cancelled as it starts (its
 	// call won just then) may end before grpc-go opens a stream for it.
-	assert.LessOrEqual(t, clientSide.streams.Load(), attempts, "an attempt is at most a stream")
+	assert.LessOrEqual(t, clientSide.streams.Load(), attempts.Load(), "an attempt is at most a stream")
 	assert.GreaterOrEqual(t, clientSide.streams.Load(), int64(1+calls), "every call opened a stream")
 	// A hedge cancelled before its headers left the client never reaches the
 	// server.
 	assert.LessOrEqual(t, serverSide.streams.Load(), clientSide.streams.Load(), "streams the server saw")
-	t.Logf("%d calls, %d hedges seen by Observe, %d streams, %d slow first attempts cut",
-		calls, hedges.Load(), clientSide.streams.Load(), cut.Load())
+	t.Logf("%d calls, %d attempts, %d hedges seen by Observe, %d streams, %d slow first attempts cut",
+		calls, attempts.Load(), hedges.Load(), clientSide.streams.Load(), cut.Load())
 	assert.Equal(t, int64(1), lis.accepted.Load(), "one connection carried every attempt")
 	assert.Equal(t, int64(1), serverSide.conns.Load())
 	assert.Equal(t, int64(1), clientSide.conns.Load())

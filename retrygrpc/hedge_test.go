@@ -525,8 +525,8 @@ func TestHedgeReplyIsTheWinners(t *testing.T) {
 					var winner int
 					p := retrygrpc.HedgingPolicy(4, 0, codes.Unavailable)
 					p.Observe = func(_ context.Context, e retry.Event) {
-						if !e.Done && e.Err == nil {
-							winner = e.Attempt
+						if !e.Done && e.Err == nil && winner == 0 {
+							winner = e.Attempt // the first success won; a loser's may follow
 						}
 					}
 					req := fmt.Sprintf("call %d.%d", g, i)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -296,4 +297,44 @@ func TestHedgedWinnerBodyOutlivesItsAttempt(t *testing.T) {
 		assert.Equal(t, "hello", string(body))
 	}
 	assert.Equal(t, int32(1), conns.Load(), "one connection for 20 calls that never needed a hedge")
+}
+
+// closeSpy is a response body that records that it was closed.
+type closeSpy struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *closeSpy) Close() error { b.closed.Store(true); return nil }
+
+// A hedged loser whose Base ignores the cancellation and answers anyway
+// does not displace the winner: the winner's response is returned, and the
+// loser's, unwanted, is closed and reported as the cancellation it was.
+func TestHedgedLoserThatAnswersAnyway(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		bodies := []*closeSpy{{Reader: strings.NewReader("first")}, {Reader: strings.NewReader("hedge")}}
+		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			n := retry.AttemptFrom(r.Context())
+			if n == 1 {
+				time.Sleep(time.Second) // deaf to its cancellation
+			}
+			return &http.Response{StatusCode: http.StatusOK, Body: bodies[n-1], Request: r}, nil
+		})
+		var events []retry.Event
+		client := (&retryhttp.Transport{Policy: retry.Policy{
+			Hedge:   retry.Constant(10 * time.Millisecond),
+			Observe: func(_ context.Context, e retry.Event) { events = append(events, e) },
+		}}).Client(&http.Client{Transport: base})
+		resp, err := client.Get("http://example.invalid/")
+		require.NoError(t, err)
+		assert.Equal(t, "hedge", readAll(t, resp), "the winner's response")
+		assert.True(t, bodies[0].closed.Load(), "the loser's response was closed")
+		require.Len(t, events, 3, "the winner, the loser, the end")
+		assert.Equal(t, 2, events[0].Attempt)
+		assert.NoError(t, events[0].Err)
+		assert.Equal(t, 1, events[1].Attempt)
+		assert.ErrorIs(t, events[1].Err, context.Canceled, "the loser was cut as its answer came")
+		assert.True(t, events[2].Done)
+	})
 }

@@ -549,7 +549,9 @@ func (c *call) observeEvent(ctx context.Context, e retry.Event) {
 	switch {
 	case e.Done:
 	case e.Err == nil:
-		c.winner = e.Attempt
+		if c.winner == 0 { // the first success won; a hedge that succeeded too follows it
+			c.winner = e.Attempt
+		}
 	case e.Retry:
 		c.drop(e.Attempt)
 		if ended(ctx) {
