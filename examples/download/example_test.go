@@ -71,7 +71,18 @@ func ExampleToFile() {
 // returned. With an AttemptTimeout the attempt's context ended when the
 // function returned, and the body cannot be read any more.
 func Example_bodyReadTooLate() {
-	srv, _ := server(0)
+	// A server that sends half the body at once and the rest only after a
+	// pause, as a large file over a slow link would: the rest never comes.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(file)))
+		w.Write(file[:len(file)/2])
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done(): // the client's cancellation closed the connection
+		case <-time.After(time.Minute):
+			w.Write(file[len(file)/2:])
+		}
+	}))
 	defer srv.Close()
 	resp, err := retry.DoValue(context.Background(), func(ctx context.Context) (*http.Response, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
