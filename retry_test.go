@@ -946,6 +946,20 @@ func BenchmarkDo(b *testing.B) {
 			_ = retry.Do(ctx, fn, policy)
 		}
 	})
+	b.Run("success-hedged", func(b *testing.B) {
+		// A hedged call whose first attempt answers long before the hedge
+		// delay: what hedging costs a call that did not need it (the
+		// attempt's goroutine, its context, the timer).
+		fn := func(context.Context) error { return nil }
+		p := policy
+		p.Hedge = retry.Constant(time.Hour)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := retry.Do(ctx, fn, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("success-value", func(b *testing.B) {
 		fn := func(context.Context) (int, error) { return 1, nil }
 		b.ReportAllocs()
