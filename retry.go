@@ -105,7 +105,7 @@ type Policy struct {
 	// Budget (a refused withdrawal, or a Limiter or deadline that leaves no
 	// room, ends the hedging but not the call), and none starts unless it
 	// fits MinAttemptTime before the deadline. Observe sees every attempt,
-	// hedges marked, the winner the one without an error. A loser cancelled
+	// hedges marked, the winner the first without an error. A loser cancelled
 	// in flight may still have done its work: if the call fails, its
 	// OutcomeUnknown says so. A Hedge that also has a method
 	// Learn(d time.Duration, err error) is told how each attempt ended that
@@ -113,8 +113,10 @@ type Policy struct {
 	// the calls that share it (see package adaptive).
 	//
 	// Hedging is the only way Do starts goroutines: one per attempt, each
-	// ended before Do returns. fn must then be safe for concurrent calls,
-	// and must return when its context ends. A panic in one attempt
+	// ended before Do returns, which costs a call some microseconds even
+	// when its first attempt answers in time: nothing beside a network
+	// call, too much for work that does no I/O. fn must then be safe for
+	// concurrent calls, and must return when its context ends. A panic in one attempt
 	// cancels the others, and propagates from Do once they have returned.
 	// Hedge only work that is safe to do twice. nil means no hedging.
 	Hedge Backoff
