@@ -399,10 +399,12 @@ func (h *hedger) finish(now time.Time, reason error, winner int) (int, error) {
 		h.flights[i].cut = true
 		h.flights[i].cancel()
 	}
-	waitLosers := len(h.flights) > 0
 	for len(h.flights) > 0 {
 		l := <-h.landings
 		f := h.take(l.n)
+		if l.end.After(now) {
+			now = l.end // the call ends as Do returns, once every loser has
+		}
 		if l.panicked && !h.panicked {
 			h.panicked, h.panicVal = true, l.panicVal
 		}
@@ -415,9 +417,6 @@ func (h *hedger) finish(now time.Time, reason error, winner int) (int, error) {
 	}
 	if h.panicked {
 		panic(h.panicVal)
-	}
-	if waitLosers {
-		now = time.Now() // the call ends as Do returns, once they have
 	}
 	if reason == nil {
 		h.c.waitFrom = time.Time{}

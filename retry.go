@@ -116,8 +116,9 @@ type Policy struct {
 	// ended before Do returns, which costs a call some microseconds even
 	// when its first attempt answers in time: nothing beside a network
 	// call, too much for work that does no I/O. fn must then be safe for
-	// concurrent calls, and must return when its context ends. A panic in one attempt
-	// cancels the others, and propagates from Do once they have returned.
+	// concurrent calls, and must return when its context ends. A panic in
+	// one attempt cancels the others, and propagates from Do once they
+	// have returned.
 	// Hedge only work that is safe to do twice. nil means no hedging.
 	Hedge Backoff
 
