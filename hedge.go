@@ -2,15 +2,14 @@ package retry
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
 
 // learner is what a Hedge or a Limiter may also be: told how each attempt
 // ended (how long it took and its error, nil for a success), so that it can
-// adapt. Attempts the call cancelled itself are not told: their end says
-// nothing about the dependency.
+// adapt. Attempts the call cut itself are not told: their end says nothing
+// about the dependency.
 type learner interface {
 	Learn(d time.Duration, err error)
 }
@@ -21,16 +20,43 @@ func learnerOf(x any) learner {
 	return l
 }
 
-// flight is an attempt of a hedged call that has started and not ended.
-type flight struct {
-	n      int
-	began  time.Time
-	hedge  bool
-	cancel context.CancelFunc
-	cut    bool // the call cancelled it: another attempt won, or the call stopped
+// hedged is a call whose Policy hedges. Its attempts run one at a time on
+// the caller's goroutine (run, in loop.go) until a hedge comes due beside
+// one: the hedge's timer then starts the coordinator (coordinate), which
+// from then on runs every attempt but that one on a goroutine of its own,
+// and makes the scheduler's decisions as attempts end, bookings come back
+// and planned times come; the caller's goroutine hands over its attempt's
+// end and waits (await), running Observe as the events come. Every
+// attempt has ended by the time the call returns.
+type hedged struct {
+	c    call
+	plan plan // c.h
+	fn   func(context.Context) error
+
+	mu       sync.Mutex
+	flights  []flight
+	one      [1]flight    // flights' room for the usual single attempt
+	due      *time.Timer  // the hedge timer of the attempt on the caller's goroutine
+	landings chan landing // made once a hedge is due
+	bookings chan booking // a hedge's booking, asked for off the coordinator's loop
+	bookCtx  context.Context
+	bookStop context.CancelFunc
+	queue    *eventQueue // Observe's events, for the caller's goroutine
+	over     bool        // the call has ended: a booking that comes back is given back
+	done     chan struct{}
+	result   result
 }
 
-// landing is how an attempt of a hedged call ended, sent by its goroutine.
+// flight is an attempt that has started and not ended.
+type flight struct {
+	n       int
+	began   time.Time
+	hedge   bool
+	ctx     *cutCtx
+	timeout context.CancelFunc // ends the attempt's AttemptTimeout context; nil without one
+}
+
+// landing is how an attempt ended.
 type landing struct {
 	n        int
 	err      error
@@ -39,80 +65,197 @@ type landing struct {
 	panicVal any
 }
 
-// hedger is the state of one hedged call. It runs on the goroutine that
-// called Do; only the attempts run on goroutines of their own, and every one
-// of them has ended by the time the call returns.
-type hedger struct {
-	c        *call
-	p        *Policy
-	ctx      context.Context
-	fn       func(context.Context) error
-	deadline time.Time
-	u        func() float64
-	learners [2]learner // the Hedge's and the Limiter's, when they learn
+// booking is a Limiter's answer to a hedge's booking.
+type booking struct {
+	gen uint64
+	r   Reservation
+	at  time.Time
+	err error
+}
 
-	maxAttempts int // negative: no limit
-	maxInFlight int
-	landings    chan landing
-	flights     []flight
-
-	prev      time.Duration // the last retry wait, for Decorrelated
-	hedges    int           // hedges started
-	hedgeWait time.Duration // the delay before the last hedge
-	lastStart time.Time     // when the last attempt started
-	noMore    bool          // no hedge will start any more; those in flight may still win
-	ended     error         // why no attempt at all may start any more, once an attempt's end said so
-	notBefore time.Time     // the waits failures earned hold the next attempt until then
-
-	next      time.Time // when the next attempt starts; zero when none is planned
-	nextRetry bool      // it is a retry (none in flight), not a hedge
-	booking   Reservation
-	booked    bool // booking holds the Limiter's booking for next
-
+// result is the outcome of a hedged call, for the caller's goroutine.
+type result struct {
+	n        int
+	err      error
 	panicked bool
 	panicVal any
 }
 
-// runHedged runs a call whose Policy hedges, and returns the number of the
-// attempt that won, or the call's error. It is a function of its own, with
-// its state on the heap, so that a call that does not hedge keeps all of its
-// own on the stack.
-func runHedged(ctx context.Context, p Policy, fn func(context.Context) error) (int, error) {
-	if ctx == nil {
-		ctx = context.Background()
+// newHedged prepares a call of fn hedged as p says.
+func newHedged(fn func(context.Context) error, p *Policy) *hedged {
+	h := &hedged{fn: fn}
+	h.c.p = *p
+	h.flights = h.one[:0]
+	return h
+}
+
+// start records attempt n, starting at now, as in flight, on a context of
+// its own that the call can cut, and returns it.
+func (h *hedged) start(n int, now time.Time, hedge bool) flight {
+	c := &h.c
+	parent, cancel := attemptContext(c.ctx, now, c.p.AttemptTimeout, c.deadline)
+	f := flight{n: n, began: now, hedge: hedge, ctx: &cutCtx{Context: parent, n: n}, timeout: cancel}
+	h.mu.Lock()
+	h.flights = append(h.flights, f)
+	h.mu.Unlock()
+	return f
+}
+
+// take removes attempt n from the flights.
+func (h *hedged) take(n int) flight {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, f := range h.flights {
+		if f.n == n {
+			h.flights = append(h.flights[:i], h.flights[i+1:]...)
+			return f
+		}
 	}
-	c := &call{ctx: ctx, observe: p.Observe}
-	now, deadline, err := c.begin(ctx, &p, fn)
-	if err != nil {
-		return 0, err
+	return flight{n: n}
+}
+
+// release ends what attempt f held once it has ended: its context is cut,
+// unless it won, and its AttemptTimeout context ends either way, as the
+// Policy documents.
+func (f flight) release(won bool) {
+	if f.timeout != nil {
+		f.timeout()
 	}
-	h := &hedger{c: c, p: &p, ctx: ctx, fn: fn, deadline: deadline, u: rand.Float64}
-	if p.Rand != nil {
-		h.u = p.Rand
+	if f.ctx == nil {
+		return
 	}
-	h.learners = [2]learner{learnerOf(p.Hedge), learnerOf(p.Limiter)}
-	h.maxAttempts = p.MaxAttempts
-	if h.maxAttempts == 0 {
-		h.maxAttempts = defaultMaxAttempts
+	if won {
+		f.ctx.keep()
+	} else {
+		f.ctx.cut()
 	}
-	h.maxInFlight = p.MaxInFlight
-	if h.maxInFlight <= 0 {
-		h.maxInFlight = 2
+}
+
+// inline runs attempt n, which starts at now, on the caller's goroutine,
+// with its first hedge armed to start the coordinator when it comes due. It
+// returns the attempt's error, or handed true when a hedge came due: the
+// coordinator then judges the attempt, and the caller awaits the call's
+// outcome.
+func (h *hedged) inline(n int, now time.Time) (err error, handed bool) {
+	c := &h.c
+	f := h.start(n, now, false)
+	// The coordinator reads the call's state once the timer fires: the lock
+	// orders what is written here before it.
+	h.mu.Lock()
+	c.plan(false)
+	armed := !c.h.next.IsZero()
+	if armed {
+		d := c.h.next.Sub(now)
+		if h.due == nil {
+			h.due = time.AfterFunc(d, h.coordinate)
+		} else {
+			h.due.Reset(d)
+		}
 	}
-	h.landings = make(chan landing, h.maxInFlight)
+	h.mu.Unlock()
+	ok := false
+	defer func() {
+		if !ok {
+			h.panicked(n, armed)
+		}
+	}()
+	err = h.fn(f.ctx)
+	ok = true
+	if armed && !h.due.Stop() {
+		h.hand(landing{n: n, err: err, end: time.Now()})
+		return nil, true
+	}
+	h.take(n)
+	f.release(err == nil)
+	return err, false
+}
+
+// panicked is run as a panic leaves attempt n on the caller's goroutine:
+// with a hedge due, the coordinator is told, so that it cuts the others and
+// waits for them before the panic goes on up.
+func (h *hedged) panicked(n int, armed bool) {
+	if armed && !h.due.Stop() {
+		h.hand(landing{n: n, end: time.Now(), panicked: true})
+		h.setup()
+		<-h.done
+		return
+	}
+	f := h.take(n)
+	f.release(false)
+}
+
+// hand gives the end of the caller's attempt to the coordinator.
+func (h *hedged) hand(l landing) {
+	h.setup()
+	h.landings <- l
+}
+
+// setup makes, once, what the coordinator and the caller's goroutine share
+// once a hedge is due; whichever of them comes first makes it.
+func (h *hedged) setup() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.landings != nil {
+		return
+	}
+	h.landings = make(chan landing, max(h.c.h.maxInFlight, 1))
+	h.bookings = make(chan booking, 1)
+	h.done = make(chan struct{})
+	if h.c.observe != nil {
+		h.queue = newEventQueue()
+	}
+}
+
+// await waits, on the caller's goroutine, for the coordinator to end the
+// call, running Observe for each event it sends, and returns the call's
+// outcome; a panic of an attempt goes on from here.
+func (h *hedged) await() (int, error) {
+	h.setup()
+	var buf []Event
+	observe := func() {
+		if h.queue == nil {
+			return
+		}
+		buf = h.queue.take(buf)
+		for _, e := range buf {
+			h.c.observe(h.c.ctx, e)
+		}
+	}
+	var signal chan struct{}
+	if h.queue != nil {
+		signal = h.queue.signal
+	}
+	for {
+		select {
+		case <-h.done:
+			observe()
+			if r := h.result; r.panicked {
+				panic(r.panicVal)
+			}
+			return h.result.n, h.result.err
+		case <-signal:
+			observe()
+		}
+	}
+}
+
+// coordinate runs the call once a hedge is due, on the hedge timer's
+// goroutine, until the call ends.
+func (h *hedged) coordinate() {
+	h.setup()
+	c := &h.c
+	c.events = h.queue
 	defer func() {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
 	}()
-
-	h.launch(now, false)
-	h.plan(false)
 	for {
-		if !h.next.IsZero() {
-			if d := time.Until(h.next); d <= 0 {
-				if n, err, done := h.fire(); done {
-					return n, err
+		pl := c.h
+		if !pl.next.IsZero() && !pl.asking {
+			if d := time.Until(pl.next); d <= 0 {
+				if h.fire() {
+					return
 				}
 				continue
 			} else if c.timer == nil {
@@ -122,43 +265,86 @@ func runHedged(ctx context.Context, p Policy, fn func(context.Context) error) (i
 			}
 		}
 		var timer <-chan time.Time
-		if !h.next.IsZero() {
+		if !pl.next.IsZero() && !pl.asking {
 			timer = c.timer.C
 		}
 		select {
 		case l := <-h.landings:
-			if n, err, done := h.land(l); done {
-				return n, err
+			if h.land(l) {
+				return
+			}
+		case b := <-h.bookings:
+			if h.act(c.booked(b.gen, b.r, b.at, b.err)) {
+				return
 			}
 		case <-timer:
-			if n, err, done := h.fire(); done {
-				return n, err
+			if h.fire() {
+				return
 			}
-		case <-ctx.Done():
-			return h.finish(time.Now(), stopCause(ctx), 0)
+		case <-c.ctx.Done():
+			h.finish(time.Now(), stopCause(c.ctx), 0)
+			return
 		}
 	}
 }
 
-// launch starts attempt number c.attempts+1 on a goroutine of its own, on a
-// context that the call can cancel, bounded by AttemptTimeout, and numbered.
-func (h *hedger) launch(now time.Time, hedge bool) {
-	h.c.attempts++
-	n := h.c.attempts
-	var actx context.Context
-	var cancel context.CancelFunc
-	if tctx, tcancel := attemptContext(h.ctx, now, h.p.AttemptTimeout, h.deadline); tcancel != nil {
-		actx, cancel = tctx, tcancel
-	} else {
-		actx, cancel = context.WithCancel(h.ctx)
+// fire acts on the planned attempt, whose time has come, and reports
+// whether the call has ended.
+func (h *hedged) fire() bool {
+	return h.act(h.c.fire(time.Now()))
+}
+
+// act does what the scheduler said, and reports whether the call has ended.
+func (h *hedged) act(what firing, reason error) bool {
+	c := &h.c
+	switch what {
+	case fireRetry:
+		h.launch(time.Now(), false)
+	case fireHedge:
+		h.launch(time.Now(), true)
+	case fireBook:
+		h.book()
+	case fireStop:
+		h.finish(time.Now(), reason, 0)
+		return true
 	}
-	num := &numbered{Context: actx}
-	num.n.Store(int64(n))
-	h.flights = append(h.flights, flight{n: n, began: now, hedge: hedge, cancel: cancel})
-	h.lastStart = now
-	if hedge {
-		h.hedges++
+	if what == fireRetry || what == fireHedge {
+		c.plan(false)
 	}
+	return false
+}
+
+// book asks the Limiter for a hedge's booking on a goroutine of its own, so
+// that a slow Limiter holds up neither the attempts in flight nor the end
+// of the call: an attempt that wins meanwhile ends the call at once, and the
+// booking, no longer needed, is given back as it comes.
+func (h *hedged) book() {
+	c := &h.c
+	if h.bookCtx == nil {
+		h.bookCtx, h.bookStop = context.WithCancel(c.ctx)
+	}
+	ctx, p, deadline, gen := h.bookCtx, &c.p, c.deadline, c.h.gen
+	go func() {
+		r, at, _, err := book(ctx, p, time.Now(), deadline)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.over {
+			if err == nil {
+				p.Limiter.Cancel(r)
+			}
+			return
+		}
+		h.bookings <- booking{gen: gen, r: r, at: at, err: err} // one asked for at a time: never blocks
+	}()
+}
+
+// launch starts attempt number c.attempts+1 on a goroutine of its own.
+func (h *hedged) launch(now time.Time, hedge bool) {
+	c := &h.c
+	c.attempts++
+	n := c.attempts
+	c.started(now, hedge)
+	f := h.start(n, now, hedge)
 	go func() {
 		l := landing{n: n}
 		defer func() {
@@ -168,316 +354,91 @@ func (h *hedger) launch(now time.Time, hedge bool) {
 			l.end = time.Now()
 			h.landings <- l
 		}()
-		l.err = h.fn(num)
+		l.err = h.fn(f.ctx)
 	}()
 }
 
-// plan sets when the next hedge starts: a hedge delay after the last attempt
-// started, or, when it replaces an attempt that failed (replace), as soon as
-// that failure's wait has passed; never before the wait of any failure has
-// (a server's delay above all). None when no more attempts may start or none
-// is in flight to hedge.
-func (h *hedger) plan(replace bool) {
-	h.unbook()
-	h.next, h.nextRetry = time.Time{}, false
-	if h.noMore || len(h.flights) == 0 || len(h.flights) >= h.maxInFlight ||
-		(h.maxAttempts > 0 && h.c.attempts >= h.maxAttempts) {
-		return
-	}
-	at := h.notBefore
-	if !replace {
-		h.hedgeWait = max(h.p.Hedge.Delay(h.hedges+1, h.hedgeWait, unit(h.u())), 0)
-		if next := h.lastStart.Add(h.hedgeWait); next.After(at) {
-			at = next
-		}
-	}
-	h.next = at
-}
-
-// fire starts the planned attempt, whose time has come: the retry, or the
-// hedge once the Limiter, the deadline and the Budget allow it. A hedge
-// they refuse ends the hedging, not the call.
-func (h *hedger) fire() (int, error, bool) {
-	now := time.Now()
-	p := h.p
-	if h.booked && h.booking.Slack > 0 && now.Sub(h.next) > h.booking.Slack {
-		// Woken too late for the booking: book again, as Do does.
-		h.unbook()
-	}
-	if h.nextRetry {
-		if reason := ready(h.ctx, p, now, h.deadline); reason != nil {
-			n, err := h.finish(now, reason, 0)
-			return n, err, true
-		}
-		if p.Limiter != nil && !h.booked {
-			// A booking given back after a late wake: book again, and wait
-			// for it.
-			r, at, _, reason := book(h.ctx, p, now, h.deadline)
-			if reason != nil {
-				n, err := h.finish(time.Now(), reason, 0)
-				return n, err, true
-			}
-			h.booking, h.booked, h.next = r, true, at
-			if at.After(now) {
-				return 0, nil, false
-			}
-		}
-		h.booked = false
-		h.launch(now, false)
-		h.plan(false)
-		return 0, nil, false
-	}
-	if p.Limiter != nil && !h.booked {
-		r, at, _, reason := book(h.ctx, p, now, h.deadline)
-		if reason != nil {
-			h.stopHedging()
-			return 0, nil, false
-		}
-		h.booking, h.booked, h.next = r, true, at
-		if at.After(now) {
-			return 0, nil, false // the timer fires again at the booking's start
-		}
-	}
-	if !fits(now, 0, p.MinAttemptTime, h.deadline) || (p.Budget != nil && !p.Budget.Withdraw(now)) {
-		h.stopHedging()
-		return 0, nil, false
-	}
-	h.booked = false
-	h.launch(now, true)
-	h.plan(false)
-	return 0, nil, false
-}
-
-// stopHedging ends the hedging of the call: the attempts in flight go on.
-func (h *hedger) stopHedging() {
-	h.noMore = true
-	h.plan(false)
-}
-
-// unbook gives back the booking for the next attempt, if there is one.
-func (h *hedger) unbook() {
-	if h.booked {
-		h.p.Limiter.Cancel(h.booking)
-		h.booked = false
-	}
-}
-
-// take removes attempt n from the flights and releases its context.
-func (h *hedger) take(n int) flight {
-	for i, f := range h.flights {
-		if f.n == n {
-			h.flights = append(h.flights[:i], h.flights[i+1:]...)
-			f.cancel()
-			return f
-		}
-	}
-	return flight{n: n}
-}
-
-// land judges an attempt that has ended. A success wins the call; an error
-// that stops the call ends it, with the attempts in flight cancelled; one
-// after which no attempt may start (attempts, time or the server's patience
-// spent, or the error's own Unrepeatable reason) lets them run, and starts
-// none; a retryable one lets them run and is replaced once its wait has
-// passed, or, when none is left, plans a retry.
-func (h *hedger) land(l landing) (int, error, bool) {
+// land judges an attempt that has ended, and reports whether the call has
+// ended.
+func (h *hedged) land(l landing) bool {
+	c := &h.c
 	f := h.take(l.n)
-	c, p := h.c, h.p
 	if l.panicked {
-		h.panicked, h.panicVal = true, l.panicVal
-		n, err := h.finish(time.Now(), nil, 0)
-		return n, err, true
+		c.h.inFlight--
+		f.release(false)
+		h.result.panicked, h.result.panicVal = true, l.panicVal
+		h.finish(time.Now(), nil, 0)
+		return true
 	}
-	for _, lr := range h.learners {
+	for _, lr := range [...]learner{learnerOf(c.p.Hedge), learnerOf(c.p.Limiter)} {
 		if lr != nil {
 			lr.Learn(l.end.Sub(f.began), l.err)
 		}
 	}
-	if l.err == nil {
-		c.observeFlight(f, l.end, nil, false, step{})
-		n, err := h.finish(time.Now(), nil, l.n)
-		return n, err, true
+	v := c.land(l.n, f.began, l.end, time.Now(), f.hedge, l.err)
+	f.release(l.err == nil && v.done && v.reason == nil)
+	if v.done {
+		h.finish(v.at, v.reason, v.winner)
+		return true
 	}
-	now := time.Now()
-	c.last = unmark(l.err)
-	facts := inspect(l.err)
-	unknown := facts.outcomeUnknown()
-	c.unknown = c.unknown || unknown
-	if passed(h.ctx, now) {
-		c.observeFlight(f, l.end, c.last, unknown, step{})
-		n, err := h.finish(now, stopCause(h.ctx), 0)
-		return n, err, true
+	if v.retry {
+		pl := c.h
+		pl.booking, pl.booked = v.r, c.p.Limiter != nil
+		pl.next, pl.nextRetry = v.at, true
 	}
-	s, reason := decide(p, c.attempts, h.prev, l.err, &facts, now, h.deadline, h.u())
-	if reason == nil {
-		// A failure earns its wait, as without hedging: no attempt starts
-		// before it has passed, however many are in flight, so that a
-		// failing dependency is not sent hedges faster than retries. A
-		// server's delay is part of that wait.
-		h.prev = s.wait
-		if at := now.Add(s.wait); at.After(h.notBefore) {
-			h.notBefore = at
-		}
-	}
-	switch {
-	case reason == ErrExhausted || reason == ErrNoTimeLeft || reason == ErrServerDelay || facts.refused:
-		// No attempt may start any more; those in flight may still win.
-		// An error's Unrepeatable reason forbids a repeat of the work, and
-		// those in flight have been sent already: cutting them would undo
-		// nothing, and one may still succeed.
-		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-		if h.ended != nil {
-			reason = h.ended // the first end that allowed no more is why the call stopped
-		}
-		if len(h.flights) == 0 {
-			n, err := h.finish(now, reason, 0)
-			return n, err, true
-		}
-		if h.ended == nil {
-			h.ended = reason
-		}
-		h.stopHedging()
-		return 0, nil, false
-	case reason != nil:
-		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-		n, err := h.finish(now, reason, 0)
-		return n, err, true
-	case len(h.flights) > 0:
-		// Others are in flight: they go on, and the failed attempt is
-		// replaced as a retry would be, once its wait has passed, however
-		// long the hedge delay (gRFC A6's rule for a non-fatal status).
-		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-		h.plan(true)
-		return 0, nil, false
-	case h.ended != nil:
-		// An earlier attempt's end allowed no more.
-		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-		n, err := h.finish(now, h.ended, 0)
-		return n, err, true
-	}
-	// None is in flight: a retry after its wait and every earlier failure's,
-	// a server's delay from an attempt that ended before it included, with
-	// the checks Do makes.
-	at := now.Add(s.wait)
-	if at.Before(h.notBefore) {
-		at = h.notBefore
-		if !fits(now, at.Sub(now), p.MinAttemptTime, h.deadline) {
-			c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-			n, err := h.finish(now, ErrNoTimeLeft, 0)
-			return n, err, true
-		}
-	}
-	h.unbook()
-	if p.Limiter != nil {
-		var r Reservation
-		if r, at, _, reason = book(h.ctx, p, at, h.deadline); reason != nil {
-			c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-			n, err := h.finish(time.Now(), reason, 0)
-			return n, err, true
-		}
-		h.booking, h.booked = r, true
-	}
-	if p.Budget != nil && !p.Budget.Withdraw(now) {
-		c.observeFlight(f, l.end, c.last, unknown, step{server: s.server})
-		n, err := h.finish(now, ErrBudgetExhausted, 0)
-		return n, err, true
-	}
-	s.retry, s.wait = true, max(at.Sub(now), 0)
-	c.observeFlight(f, l.end, c.last, unknown, s)
-	c.waitFrom, c.waitBy = now, waitBy(Event{Retry: true, Wait: s.wait, Backoff: s.backoff, ServerDelay: s.server})
-	h.next, h.nextRetry = at, true
-	return 0, nil, false
+	return false
 }
 
-// finish ends the call with reason (nil: attempt winner won): it cancels the
+// finish ends the call with reason (nil: attempt winner won): it cuts the
 // attempts still in flight and waits for each to return, tells Observe of
-// them, and re-raises a panic of any attempt once they have all returned.
-func (h *hedger) finish(now time.Time, reason error, winner int) (int, error) {
-	h.unbook()
-	h.next = time.Time{}
-	for i := range h.flights {
-		h.flights[i].cut = true
-		h.flights[i].cancel()
+// them, and hands the outcome to the caller's goroutine, which re-raises a
+// panic of any attempt.
+func (h *hedged) finish(now time.Time, reason error, winner int) {
+	c := &h.c
+	c.unbookNext()
+	c.h.next = time.Time{}
+	h.mu.Lock()
+	h.over = true
+	select {
+	case b := <-h.bookings:
+		if b.err == nil {
+			c.p.Limiter.Cancel(b.r)
+		}
+	default:
 	}
-	for len(h.flights) > 0 {
+	flights := append([]flight(nil), h.flights...)
+	h.mu.Unlock()
+	if h.bookStop != nil {
+		h.bookStop()
+	}
+	for _, f := range flights {
+		f.ctx.cut()
+	}
+	for range flights {
 		l := <-h.landings
 		f := h.take(l.n)
+		f.release(false)
 		if l.end.After(now) {
 			now = l.end // the call ends as Do returns, once every loser has
 		}
-		if l.panicked && !h.panicked {
-			h.panicked, h.panicVal = true, l.panicVal
+		if l.panicked && !h.result.panicked {
+			h.result.panicked, h.result.panicVal = true, l.panicVal
 		}
 		// Every attempt is told, a loser that succeeded too included (its
 		// event has no Err, after the winner's). One cut in flight may have
 		// done its work.
 		unknown := l.err != nil && OutcomeUnknown(l.err)
-		h.c.unknown = h.c.unknown || unknown
-		h.c.observeFlight(f, l.end, unmark(l.err), unknown, step{})
+		c.unknown = c.unknown || unknown
+		c.observeAttempt(f.n, f.began, l.end, unmark(l.err), unknown, step{}, f.hedge)
 	}
-	if h.panicked {
-		panic(h.panicVal)
-	}
-	if reason == nil {
-		h.c.waitFrom = time.Time{}
-		_ = h.c.stop(now, nil)
-		return winner, nil
-	}
-	return 0, h.c.stop(now, reason)
-}
-
-// observeFlight tells Observe how attempt f ended, at end.
-func (c *call) observeFlight(f flight, end time.Time, err error, unknown bool, s step) {
-	if c.observe == nil {
-		return
-	}
-	e := Event{
-		Attempt:        f.n,
-		Err:            err,
-		Duration:       end.Sub(f.began),
-		Elapsed:        end.Sub(c.start),
-		Retry:          s.retry,
-		Wait:           s.wait,
-		Backoff:        s.backoff,
-		ServerDelay:    s.server,
-		OutcomeUnknown: unknown,
-		Hedge:          f.hedge,
-	}
-	if !f.hedge {
-		c.waited(&e, f.began)
-	}
-	c.observe(c.ctx, e)
-}
-
-// hedgedValue is DoValue for a Policy that hedges: each attempt's value is
-// kept apart, and the winner's is returned. A loser's value is dropped.
-func hedgedValue[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
-	type kept struct {
-		n int
-		v T
-	}
-	var mu sync.Mutex
-	var vals []kept
-	winner, err := runHedged(ctx, p, func(ctx context.Context) error {
-		v, err := fn(ctx)
-		if err == nil {
-			n := AttemptFrom(ctx)
-			mu.Lock()
-			vals = append(vals, kept{n, v})
-			mu.Unlock()
-		}
-		return err
-	})
-	var zero T
-	if err != nil {
-		return zero, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, k := range vals {
-		if k.n == winner {
-			return k.v, nil
+	if !h.result.panicked {
+		if reason == nil {
+			c.waitFrom = time.Time{}
+			_ = c.stop(now, nil)
+			h.result.n = winner
+		} else {
+			h.result.err = c.stop(now, reason)
 		}
 	}
-	return zero, nil
+	close(h.done)
 }

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -130,8 +131,8 @@ func AttemptFrom(ctx context.Context) int {
 	if ctx == nil {
 		return 1
 	}
-	if n, ok := ctx.Value(attemptKey{}).(*numbered); ok {
-		return int(n.n.Load())
+	if n, ok := ctx.Value(attemptKey{}).(interface{ attempt() int }); ok {
+		return n.attempt()
 	}
 	return 1
 }
@@ -148,9 +149,41 @@ type numbered struct {
 	n atomic.Int64
 }
 
+func (c *numbered) attempt() int { return int(c.n.Load()) }
+
 func (c *numbered) Value(key any) any {
 	if key == (attemptKey{}) {
 		return c
 	}
 	return c.Context.Value(key)
+}
+
+// eventQueue carries the events of a call whose decisions are made on
+// another goroutine (a hedged call, once a hedge is due) to the goroutine
+// that called Do, in order, so that Observe always runs there.
+type eventQueue struct {
+	mu     sync.Mutex
+	q      []Event
+	signal chan struct{} // one pending wake-up at most
+}
+
+func newEventQueue() *eventQueue { return &eventQueue{signal: make(chan struct{}, 1)} }
+
+func (q *eventQueue) push(e Event) {
+	q.mu.Lock()
+	q.q = append(q.q, e)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take moves the events queued so far into buf, and returns it.
+func (q *eventQueue) take(buf []Event) []Event {
+	q.mu.Lock()
+	buf = append(buf[:0], q.q...)
+	q.q = q.q[:0]
+	q.mu.Unlock()
+	return buf
 }

@@ -1,0 +1,112 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// run runs one call: its attempts one at a time, on the caller's goroutine,
+// with the scheduler's decisions between them (see schedule.go). It returns
+// the number of the attempt that won, or the call's error.
+//
+// c holds the call's Policy, and nothing else yet: it lives on the stack of
+// Do, since a Policy that escaped would cost every call an allocation. h is
+// the call's hedging, nil when the Policy does not hedge: fn then does
+// not escape, and the call keeps all of its state on the stack. With h, each
+// attempt runs with its first hedge armed beside it (hedged.inline), and c is
+// h's own; when no
+// hedge comes due before the attempt ends, the call goes on here as any
+// other does, and once one does, the attempts in flight are hedge.go's, and
+// run waits for their outcome.
+func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged) (int, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p := &c.p
+	c.ctx, c.observe = ctx, p.Observe
+	now, err := c.begin(fn)
+	if err != nil {
+		return 0, err
+	}
+
+	fctx := ctx // the context fn runs on
+	var num *numbered
+	learn, hedgeLearn := learnerOf(p.Limiter), learner(nil)
+	if h != nil {
+		c.hedging(&h.plan)
+		hedgeLearn = learnerOf(p.Hedge)
+	} else if p.NumberAttempts {
+		num = &numbered{Context: ctx}
+		fctx = num
+	}
+	// Without hooks of the user's (Observe, a Classifier, the Budget, Rand)
+	// or a Limiter, nothing between the reading of the clock after an
+	// attempt and a retry at once can take time worth charging to anyone,
+	// so that retry starts on that reading; with any of them, it reads the
+	// clock again, so that their time is not charged to the next attempt.
+	reread := c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil
+	for {
+		c.attempts++
+		n := c.attempts
+		began := now
+		var err error
+		switch {
+		case h != nil:
+			c.started(now, false)
+			var handed bool
+			if err, handed = h.inline(n, now); handed {
+				return h.await()
+			}
+		case p.AttemptTimeout > 0:
+			if num != nil {
+				num.n.Store(int64(n))
+			}
+			err = attempt(fctx, now, p.AttemptTimeout, c.deadline, fn)
+		default:
+			if num != nil {
+				num.n.Store(int64(n))
+			}
+			err = fn(fctx) // the common case, without a call to set up
+		}
+		if learn != nil || hedgeLearn != nil {
+			now = time.Now()
+			for _, l := range [...]learner{hedgeLearn, learn} {
+				if l != nil {
+					l.Learn(now.Sub(began), err)
+				}
+			}
+		}
+		if err == nil {
+			if c.observe == nil {
+				return n, nil
+			}
+			now = time.Now()
+			c.land(n, began, now, now, false, nil)
+			return c.end(now, nil)
+		}
+		now = time.Now()
+		v := c.land(n, began, now, now, false, err)
+		if v.done {
+			return c.end(v.at, v.reason)
+		}
+		after := now // the time read after the attempt, if nothing since can matter
+		if reread {
+			after = time.Time{}
+		}
+		var reason error
+		if now, reason = c.wait(&v.r, v.at, after); reason != nil {
+			return c.end(now, reason)
+		}
+	}
+}
+
+// attempt runs fn once, on a context bounded by timeout. The cancel is
+// deferred so that a panic in fn leaves no timer running.
+func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline time.Time, fn func(context.Context) error) error {
+	actx, cancel := attemptContext(ctx, now, timeout, deadline)
+	if cancel == nil {
+		return fn(ctx)
+	}
+	defer cancel()
+	return fn(actx)
+}
