@@ -5,7 +5,6 @@ import (
 	"time"
 )
 
-
 // Policy says when and how [Do] retries. It is a plain value: build it once,
 // share it between any number of goroutines, and pass it to Do as an
 // [Option]. Do copies it and never changes it, so sharing needs no lock, as
@@ -172,4 +171,3 @@ func policyOf(opts []Option) Policy {
 	}
 	return p
 }
-

@@ -201,4 +201,3 @@ func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
 	}
 	return err
 }
-

@@ -23,7 +23,7 @@ import (
 // call is the state of one call to Do: what the scheduler knows of it.
 type call struct {
 	ctx      context.Context // the caller's
-	p        Policy // the call's own copy
+	p        Policy          // the call's own copy
 	observe  func(context.Context, Event)
 	events   *eventQueue // set once the call's decisions are made off the caller's goroutine
 	start    time.Time
