@@ -81,10 +81,10 @@ type result struct {
 	panicVal any
 }
 
-// newHedged prepares a call of fn hedged as p says.
-func newHedged(fn func(context.Context) error, p *Policy) *hedged {
+// newHedged prepares a call of fn hedged as c's Policy says.
+func newHedged(fn func(context.Context) error, c *call) *hedged {
 	h := &hedged{fn: fn}
-	h.c.p = *p
+	h.c.p = c.p
 	h.flights = h.one[:0]
 	return h
 }

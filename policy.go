@@ -154,12 +154,48 @@ const (
 	defaultMaxRetryAfter = 5 * time.Minute
 )
 
-// policyOf applies the options in order. It is a type switch, not an
-// interface method taking *Policy, so that the policy stays on the stack.
-func policyOf(opts []Option) Policy {
+// Sequential and Once are Options that declare what the work of one call
+// may bear, for work that is not safe to run twice at once. Without either,
+// the work counts as idempotent: it is retried as the Policy says, and
+// hedged when the Policy hedges. The core decides it here, for Do and every
+// adapter alike: work declared Sequential or Once is never hedged, whatever
+// the Policy's Hedge, so that it is never in flight twice.
+//
+// Sequential work may run again once an attempt has ended, but never beside
+// another: a transaction retried whole (retrysql, retrypg), a request whose
+// idempotency key makes a repeat safe but whose server refuses a key still
+// in flight (retryhttp), a stream.
+//
+// Once work must not run again after an attempt that may have taken effect:
+// a failure the Policy would otherwise retry stops the call after one
+// attempt with [ErrNotIdempotent], unless the error gives its own reason
+// (its Unrepeatable method, see [Do]). Use it for a non-idempotent call that
+// has no idempotency key: a retry could do it twice.
+//
+// A later Sequential or Once replaces an earlier one; a Policy does not
+// change it.
+var (
+	Sequential Option = repeats(1)
+	Once       Option = repeats(2)
+)
+
+// repeats is what the work of a call may bear: 0 any number of attempts, at
+// once too; 1 one at a time (Sequential); 2 one that may have taken effect,
+// no more (Once).
+type repeats uint8
+
+func (repeats) option() {}
+
+// policyOf applies the options in order, and says what the work may bear.
+// It is a type switch, not an interface method taking *Policy, so that the
+// policy stays on the stack.
+func policyOf(opts []Option) (Policy, repeats) {
 	var p Policy
+	var r repeats
 	for _, o := range opts {
 		switch o := o.(type) {
+		case repeats:
+			r = o
 		case Policy:
 			p = o
 		case *Policy:
@@ -169,5 +205,5 @@ func policyOf(opts []Option) Policy {
 			}
 		}
 	}
-	return p
+	return p, r
 }

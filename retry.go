@@ -36,9 +36,10 @@ import (
 // panic in fn propagates unchanged. A nil ctx counts as context.Background()
 // and a nil fn gives an error.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
-	c := call{p: policyOf(opts)}
-	if c.p.Hedge != nil {
-		h := newHedged(fn, &c.p)
+	var c call
+	c.p, c.repeats = policyOf(opts)
+	if c.p.Hedge != nil && c.repeats == 0 {
+		h := newHedged(fn, &c)
 		_, err := run(ctx, &h.c, fn, h)
 		return err
 	}
@@ -65,13 +66,14 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 // dropped; release such values inside fn, or return ones that close.
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	var v T
-	c := call{p: policyOf(opts)}
+	var c call
+	c.p, c.repeats = policyOf(opts)
 	if fn == nil {
 		_, err := run(ctx, &c, nil, nil)
 		return v, err
 	}
-	if c.p.Hedge != nil {
-		return hedgedValue(ctx, &c.p, fn)
+	if c.p.Hedge != nil && c.repeats == 0 {
+		return hedgedValue(ctx, &c, fn)
 	}
 	_, err := run(ctx, &c, func(ctx context.Context) error {
 		var err error
@@ -87,7 +89,7 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 
 // hedgedValue is DoValue for a Policy that hedges: each attempt's value is
 // kept apart, the winner's is returned, and the others are released.
-func hedgedValue[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error)) (T, error) {
+func hedgedValue[T any](ctx context.Context, c *call, fn func(context.Context) (T, error)) (T, error) {
 	type kept struct {
 		n int
 		v T
@@ -104,7 +106,7 @@ func hedgedValue[T any](ctx context.Context, p *Policy, fn func(context.Context)
 		}
 		return err
 	}
-	h := newHedged(do, p)
+	h := newHedged(do, c)
 	winner, err := run(ctx, &h.c, do, h)
 	var won T
 	mu.Lock()

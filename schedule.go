@@ -24,6 +24,7 @@ import (
 type call struct {
 	ctx      context.Context // the caller's
 	p        Policy          // the call's own copy
+	repeats  repeats         // what the work may bear (Sequential, Once)
 	observe  func(context.Context, Event)
 	events   *eventQueue // set once the call's decisions are made off the caller's goroutine
 	start    time.Time
@@ -166,6 +167,9 @@ func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) ver
 	}
 	c.last = unmark(err)
 	f := inspect(err) // one walk of the error tree serves every rule
+	if c.repeats == 2 && f.refusal == nil {
+		f.refusal = ErrNotIdempotent // Once: no error may repeat the work
+	}
 	unknown := f.outcomeUnknown()
 	c.unknown = c.unknown || unknown
 	if passed(c.ctx, now) {

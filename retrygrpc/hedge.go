@@ -90,8 +90,7 @@ func (u *unaryCall) hedge() error {
 	msg, ok := u.reply.(proto.Message)
 	if !ok || !msg.ProtoReflect().IsValid() || !u.cfg.idempotent(u.ctx, u.method) ||
 		u.cfg.grpcRetries(u.cc, u.method) {
-		p.Hedge = nil
-		return retry.Do(u.ctx, u.attempt, &p)
+		return retry.Do(u.ctx, u.attempt, &p, retry.Sequential)
 	}
 	// The type is read before any attempt starts: the first decodes into msg
 	// while the others run.

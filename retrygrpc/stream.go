@@ -56,7 +56,6 @@ func (c *config) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s := &stream{cfg: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer}
 	s.policy = *c.policyFor(ctx, opts)
-	s.policy.Hedge = nil // a stream is never hedged: its attempts cannot share the caller's stream
 	s.keepOptions(opts)
 	// The core's AttemptTimeout would end the attempt's context when the
 	// attempt function returns, cutting the stream: the guard does it.
@@ -221,7 +220,7 @@ func (s *stream) openOnly() (grpc.ClientStream, error) {
 			return s.fail(errAttemptTimeout)
 		}
 		return nil
-	}, &s.policy)
+	}, &s.policy, retry.Sequential) // a stream is never hedged: its attempts cannot share the caller's stream
 	if err != nil {
 		err = callFailed(s.ctx, err)
 		s.stopped(err)
@@ -249,7 +248,7 @@ func (s *stream) run(wait func() error) error {
 			return retry.Permanent(err)
 		}
 		return wait()
-	}, &s.policy)
+	}, &s.policy, retry.Sequential) // a stream is never hedged: its attempts cannot share the caller's stream
 	if err != nil {
 		s.err = callFailed(s.ctx, err)
 		s.committed.Store(true)

@@ -156,6 +156,13 @@ func DefaultRetryable(req *http.Request) bool {
 	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
 }
 
+// keyed reports whether req is not idempotent by its method but carries an
+// idempotency key that makes a repeat safe.
+func keyed(req *http.Request) bool {
+	return !idempotentMethod(req.Method) &&
+		(req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != "")
+}
+
 // idempotentMethod reports whether RFC 9110 calls method idempotent (the
 // empty method is GET).
 func idempotentMethod(method string) bool {
@@ -242,11 +249,21 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.observe = c.policy.Observe
 	c.policy.Observe = c.observeEvent
 	c.policy.NumberAttempts = true
-	if c.refusal != nil {
-		c.policy.Hedge = nil // only what may be retried is hedged
+	// What the request may bear is declared to the core, which hedges only
+	// what may run twice at once.
+	var bears retry.Option = retry.Once
+	switch {
+	case c.refusal == nil && keyed(req):
+		// A key makes a repeat safe, but a server that follows the
+		// idempotency-key draft answers 409 Conflict to a second request
+		// while the first with its key is in flight: retried, never hedged.
+		bears = retry.Sequential
+	case c.refusal == nil:
+		bears = nil
 	}
+	c.hedged = c.policy.Hedge != nil && bears == nil
 
-	err = retry.Do(ctx, c.attempt, &c.policy)
+	err = retry.Do(ctx, c.attempt, &c.policy, bears) // a nil Option changes nothing
 	if c.attempts.Load() == 0 {
 		closeBody(req) // no attempt was made; a RoundTripper closes the body all the same
 	}
@@ -395,6 +412,7 @@ type call struct {
 	observe func(context.Context, retry.Event) // the user's
 	obsCtx  context.Context                    // the request's context, with the request
 	refusal error                              // why req may not be repeated; nil if it may
+	hedged  bool                               // the core may run several attempts at once
 
 	attempts atomic.Int32 // attempts made
 
@@ -438,7 +456,7 @@ func (c *call) attempt(ctx context.Context) error {
 		timeout = 0
 	}
 	switch {
-	case c.policy.Hedge != nil:
+	case c.hedged:
 		// The core ends a hedged attempt's context as the attempt returns:
 		// a winner's body must outlive it.
 		g = newDetachedGuard(c.req.Context(), ctx, timeout)
@@ -511,6 +529,23 @@ func (c *call) keep(n int) *http.Response {
 	return kept
 }
 
+// cut reports whether e is the end of an attempt that the core cut because
+// the call had stopped: it has no response, and its error is the
+// cancellation, while the request's context lives on.
+func (c *call) cut(ctx context.Context, e retry.Event) bool {
+	if ctx.Err() != nil || !errors.Is(e.Err, context.Canceled) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.sent {
+		if a.n == e.Attempt {
+			return false
+		}
+	}
+	return true
+}
+
 // drop drains and closes the response of attempt n, if it has one.
 func (c *call) drop(n int) {
 	c.mu.Lock()
@@ -557,7 +592,9 @@ func (c *call) observeEvent(ctx context.Context, e retry.Event) {
 		if ended(ctx) {
 			e.Retry, e.Wait, e.Backoff = false, 0, 0
 		}
-	case c.winner == 0: // not a hedge cut off by the winner
+	case c.winner == 0 && !c.cut(ctx, e):
+		// Not a hedge cut off by the winner, nor one cut as the call stopped
+		// on another attempt's response (its event follows that one's).
 		if c.held != 0 && c.held != e.Attempt {
 			c.drop(c.held)
 		}

@@ -119,7 +119,7 @@ func Tx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx
 			o(&t.txConfig)
 		}
 	}
-	return retry.Do(ctx, t.attempt, t.policy)
+	return retry.Do(ctx, t.attempt, t.policy, retry.Sequential) // a transaction is never in flight twice
 }
 
 var (

@@ -114,7 +114,7 @@ func Tx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx *sql.T
 			o(&t.txConfig)
 		}
 	}
-	return retry.Do(ctx, t.attempt, t.policy)
+	return retry.Do(ctx, t.attempt, t.policy, retry.Sequential) // a transaction is never in flight twice
 }
 
 var (
