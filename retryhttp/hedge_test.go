@@ -338,3 +338,83 @@ func TestHedgedLoserThatAnswersAnyway(t *testing.T) {
 		assert.True(t, events[2].Done)
 	})
 }
+
+// A hedged GET whose first attempt hangs until it is cut and whose hedge
+// gets an answer that is not retried returns that answer, body unread, and
+// a nil error, as the same call does unhedged: the cut loser's end, which
+// follows it, does not replace it.
+func TestHedgedFatalAnswerReturned(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusNotImplemented} {
+		var n atomic.Int32
+		srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				<-r.Context().Done() // hangs until it is cut
+				return
+			}
+			w.WriteHeader(status)
+			io.WriteString(w, "the answer")
+		})
+		client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(20 * time.Millisecond)})
+		resp, err := client.Get(srv.URL)
+		require.NoError(t, err, "status %d", status)
+		require.NotNil(t, resp)
+		assert.Equal(t, status, resp.StatusCode)
+		assert.Equal(t, "the answer", readAll(t, resp))
+		assert.Equal(t, 2, retry.AttemptFrom(resp.Request.Context()), "the hedge's response")
+	}
+}
+
+// keyServer behaves as the idempotency-key draft says: a request whose key
+// is still being processed is answered 409 Conflict; the original completes
+// and is the one effect.
+type keyServer struct {
+	mu       sync.Mutex
+	inFlight map[string]bool
+	done     map[string]int
+	requests int
+	conflict int
+}
+
+func (s *keyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	s.requests++
+	if s.inFlight[key] {
+		s.conflict++
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusConflict)
+		return
+	}
+	s.inFlight[key] = true
+	s.mu.Unlock()
+	time.Sleep(50 * time.Millisecond) // slower than the hedge delay
+	s.mu.Lock()
+	delete(s.inFlight, key)
+	s.done[key]++
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusCreated)
+}
+
+// A keyed POST is retried but never hedged: against a server that refuses
+// a key still in flight, a hedging policy sends one request, and the
+// original completes.
+func TestKeyedRequestNotHedged(t *testing.T) {
+	t.Parallel()
+	ks := &keyServer{inFlight: map[string]bool{}, done: map[string]int{}}
+	srv := httptest.NewServer(ks)
+	t.Cleanup(srv.Close)
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(5 * time.Millisecond)})
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("charge"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "k-1")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	assert.Equal(t, 1, ks.requests, "one request: a keyed request is not hedged")
+	assert.Zero(t, ks.conflict)
+	assert.Equal(t, 1, ks.done["k-1"])
+}

@@ -599,3 +599,27 @@ func TestTxContextDoneBeforeStart(t *testing.T) {
 	begins, _, _ := b.counts()
 	assert.Zero(t, begins)
 }
+
+// A transaction is never in flight twice: under a policy that hedges, one
+// Tx call whose transaction is slower than the hedge delay begins and
+// commits one transaction.
+func TestTxNeverHedged(t *testing.T) {
+	t.Parallel()
+	db, b := openBank(t, map[string]int64{"alice": 100})
+	var calls, inFlight, most atomic.Int32
+	slow := func(ctx context.Context, tx *sql.Tx) error {
+		if n := inFlight.Add(1); n > most.Load() {
+			most.Store(n)
+		}
+		defer inFlight.Add(-1)
+		time.Sleep(30 * time.Millisecond) // far beyond the hedge delay
+		return transfer("alice", "bob", 30, "", &calls)(ctx, tx)
+	}
+	p := retry.Policy{Hedge: retry.Constant(time.Millisecond), MaxInFlight: 3}
+	require.NoError(t, retrysql.Tx(t.Context(), db, slow, retrysql.WithPolicy(p)))
+	assert.Equal(t, int32(1), calls.Load())
+	assert.Equal(t, int32(1), most.Load(), "transactions in flight at once")
+	begins, commits, _ := b.counts()
+	assert.Equal(t, []int{1, 1}, []int{begins, commits}, "begins, commits")
+	assert.Equal(t, int64(70), b.get("alice"))
+}
