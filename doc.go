@@ -158,9 +158,17 @@
 // a little extra load. Hedges are attempts: MaxAttempts counts them, the
 // Limiter paces them, the Budget must grant each (so a struggling dependency
 // gets no extra load), and none starts that would not fit before the
-// deadline. Hedge only work that is safe to do twice; retryhttp and
-// retrygrpc hedge only what they would retry. Hedging is the only mode in
-// which Do starts goroutines.
+// deadline. Hedge only work that is safe to do twice: work declared
+// [Sequential] (a transaction) or [Once] is never hedged, and the adapters
+// declare theirs (retrysql and retrypg transactions, retryhttp requests
+// with an idempotency key, gRPC streams). The winner keeps its context;
+// only the losers are cancelled, and a loser's value that closes is closed.
+//
+// One scheduler runs every call. Sequential retries are hedging with one
+// attempt in flight: each attempt runs on the caller's goroutine, and only
+// once a hedge comes due beside one do the others run on goroutines of
+// their own, with the same rules deciding every attempt, wait, booking and
+// stop. A call that does not hedge never starts a goroutine.
 //
 // # Server-requested delays
 //

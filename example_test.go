@@ -430,3 +430,39 @@ func ExamplePolicy_hedge() {
 	// done after 2 attempts
 	// error: <nil>
 }
+
+// file stands for a value that must be closed, such as a response body or a
+// database cursor.
+type file struct {
+	attempt int
+	closed  bool
+}
+
+func (f *file) Close() error { f.closed = true; return nil }
+
+// The value of a hedged call is the winner's. Here the first attempt is
+// stuck until the call cancels it, and the hedge started 1ms later wins. The
+// winner's value is the caller's; a loser's value that comes back anyway is
+// closed by DoValue, since no one else can.
+func ExampleDoValue_hedge() {
+	var loser *file
+	policy := retry.Policy{Hedge: retry.Constant(time.Millisecond)}
+	won, err := retry.DoValue(context.Background(), func(ctx context.Context) (*file, error) {
+		f := &file{attempt: retry.AttemptFrom(ctx)}
+		if f.attempt == 1 {
+			<-ctx.Done() // stuck until the hedge wins
+			loser = f
+			return f, nil // it answers anyway
+		}
+		return f, nil
+	}, policy)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("won by attempt", won.attempt, "closed:", won.closed)
+	fmt.Println("loser attempt", loser.attempt, "closed:", loser.closed)
+	// Output:
+	// won by attempt 2 closed: false
+	// loser attempt 1 closed: true
+}

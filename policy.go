@@ -107,14 +107,23 @@ type Policy struct {
 	// the call did not cancel, so that its delay can follow the latencies of
 	// the calls that share it (see package adaptive).
 	//
-	// Hedging is the only way Do starts goroutines: one per attempt, each
-	// ended before Do returns, which costs a call some microseconds even
-	// when its first attempt answers in time: nothing beside a network
-	// call, too much for work that does no I/O. fn must then be safe for
-	// concurrent calls, and must return when its context ends. A panic in
-	// one attempt cancels the others, and propagates from Do once they
-	// have returned.
-	// Hedge only work that is safe to do twice. nil means no hedging.
+	// Each attempt runs on the goroutine that called Do, as without
+	// hedging, until a hedge comes due beside it: only then do goroutines
+	// start, one per further attempt (and one to run the call), each ended
+	// before Do returns; Observe still runs on the caller's goroutine. A
+	// call whose first attempt answers before the hedge delay starts none,
+	// and costs a timer and a few allocations more than without hedging.
+	// The attempt that wins keeps its context, as without hedging: a value
+	// bound to it (a response body) can be read after Do returns; only the
+	// losers' contexts are cancelled. A booking for a hedge is asked for
+	// off the call's path: an attempt that wins meanwhile ends the call at
+	// once, and the booking, no longer needed, is given back. fn must be
+	// safe for concurrent calls, and must return when its context ends. A
+	// panic in one attempt cancels the others, and propagates from Do once
+	// they have returned.
+	//
+	// Hedge only work that is safe to do twice: work declared [Sequential]
+	// or [Once] is never hedged, whatever Hedge says. nil means no hedging.
 	Hedge Backoff
 
 	// MaxInFlight is the most attempts of one call in flight at once when
