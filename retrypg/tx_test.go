@@ -415,3 +415,27 @@ func TestTxBadInput(t *testing.T) {
 	d := newDatabase(t)
 	assert.EqualError(t, retrypg.Tx(t.Context(), d.pool("", 1), nil), "retrypg: nil fn")
 }
+
+// A transaction is never in flight twice: under a policy that hedges, one
+// Tx call whose transaction is slower than the hedge delay commits one row
+// on a real PostgreSQL.
+func TestTxNeverHedged(t *testing.T) {
+	t.Parallel()
+	d := newDatabase(t)
+	d.exec(`CREATE TABLE hedged (n int)`)
+	pool := d.pool("", 4)
+	runs := 0 // no lock: the transaction never runs twice at once
+	err := retrypg.Tx(t.Context(), pool, func(ctx context.Context, tx pgx.Tx) error {
+		runs++
+		if _, err := tx.Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO hedged VALUES (1)`)
+		return err
+	}, retrypg.WithPolicy(retry.Policy{Hedge: retry.Constant(time.Millisecond), MaxInFlight: 3}))
+	require.NoError(t, err)
+	assert.Equal(t, 1, runs)
+	var rows int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM hedged`).Scan(&rows))
+	assert.Equal(t, 1, rows, "committed transactions")
+}
