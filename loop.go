@@ -31,7 +31,10 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 
 	fctx := ctx // the context fn runs on
 	var num *numbered
-	learn, hedgeLearn := learnerOf(p.Limiter), learner(nil)
+	var learn, hedgeLearn learner
+	if p.Limiter != nil {
+		learn = learnerOf(p.Limiter)
+	}
 	if h != nil {
 		c.hedging(&h.plan)
 		hedgeLearn = learnerOf(p.Hedge)
@@ -39,12 +42,6 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 		num = &numbered{Context: ctx}
 		fctx = num
 	}
-	// Without hooks of the user's (Observe, a Classifier, the Budget, Rand)
-	// or a Limiter, nothing between the reading of the clock after an
-	// attempt and a retry at once can take time worth charging to anyone,
-	// so that retry starts on that reading; with any of them, it reads the
-	// clock again, so that their time is not charged to the next attempt.
-	reread := c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil
 	for {
 		c.attempts++
 		n := c.attempts
@@ -81,20 +78,54 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 				return n, nil
 			}
 			now = time.Now()
-			c.land(n, began, now, now, false, nil)
+			c.observeAttempt(n, began, now, nil, false, step{}, false)
 			return c.end(now, nil)
 		}
 		now = time.Now()
-		v := c.land(n, began, now, now, false, err)
-		if v.done {
-			return c.end(v.at, v.reason)
+		var at time.Time
+		var r Reservation
+		if h == nil {
+			// The rules land applies, for a call with one attempt in flight
+			// ever, with no call to make when nothing but the wait follows
+			// the decision.
+			s, reason, _, unknown := c.judge(err, now)
+			if reason != nil {
+				c.observeAttempt(n, began, now, c.last, unknown, step{server: s.server}, false)
+				return c.end(now, reason)
+			}
+			c.prev = s.wait
+			at = now.Add(s.wait)
+			if p.Limiter != nil || p.Budget != nil || c.observe != nil {
+				v := c.retry(n, began, now, false, unknown, s, now, at)
+				if v.done {
+					return c.end(v.at, v.reason)
+				}
+				at, r = v.at, v.r
+			}
+		} else {
+			v := c.land(n, began, now, now, false, err)
+			if v.done {
+				return c.end(v.at, v.reason)
+			}
+			at, r = v.at, v.r
 		}
-		after := now // the time read after the attempt, if nothing since can matter
-		if reread {
+		// Without hooks of the user's (Observe, a Classifier, the Budget,
+		// Rand) or a Limiter, nothing between the reading of the clock after
+		// an attempt and a retry at once can take time worth charging to
+		// anyone, so that retry starts on that reading, and ready's rule is
+		// checked on it; with any of them, it reads the clock again, so
+		// that their time is not charged to the next attempt.
+		after := now
+		if c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil {
 			after = time.Time{}
+		} else if !at.After(now) {
+			if reason := ready(ctx, p, now, c.deadline); reason != nil {
+				return c.end(now, reason)
+			}
+			continue
 		}
 		var reason error
-		if now, reason = c.wait(&v.r, v.at, after); reason != nil {
+		if now, reason = c.wait(&r, at, after); reason != nil {
 			return c.end(now, reason)
 		}
 	}

@@ -195,24 +195,25 @@ type repeats uint8
 
 func (repeats) option() {}
 
-// policyOf applies the options in order, and says what the work may bear.
-// It is a type switch, not an interface method taking *Policy, so that the
-// policy stays on the stack.
-func policyOf(opts []Option) (Policy, repeats) {
-	var p Policy
+// policyInto applies the options in order into p, a zero Policy, and says
+// what the work may bear. It is a type switch, not an interface method
+// taking *Policy, so that the policy stays on the caller's stack, and it
+// writes the policy where the call keeps it, so that it is copied once.
+func policyInto(p *Policy, opts []Option) repeats {
 	var r repeats
 	for _, o := range opts {
 		switch o := o.(type) {
+		case Policy:
+			*p = o
+		case *Policy:
+			if o == nil {
+				*p = Policy{}
+			} else {
+				*p = *o
+			}
 		case repeats:
 			r = o
-		case Policy:
-			p = o
-		case *Policy:
-			p = Policy{}
-			if o != nil {
-				p = *o
-			}
 		}
 	}
-	return p, r
+	return r
 }

@@ -37,7 +37,7 @@ import (
 // and a nil fn gives an error.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
 	var c call
-	c.p, c.repeats = policyOf(opts)
+	c.repeats = policyInto(&c.p, opts)
 	if c.p.Hedge != nil && c.repeats == 0 {
 		h := newHedged(fn, &c)
 		_, err := run(ctx, &h.c, fn, h)
@@ -67,7 +67,7 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	var v T
 	var c call
-	c.p, c.repeats = policyOf(opts)
+	c.repeats = policyInto(&c.p, opts)
 	if fn == nil {
 		_, err := run(ctx, &c, nil, nil)
 		return v, err

@@ -22,8 +22,8 @@ import (
 
 // call is the state of one call to Do: what the scheduler knows of it.
 type call struct {
+	p        Policy          // the call's own copy; first, so that its copy is aligned as the caller's
 	ctx      context.Context // the caller's
-	p        Policy          // the call's own copy
 	repeats  repeats         // what the work may bear (Sequential, Once)
 	observe  func(context.Context, Event)
 	events   *eventQueue // set once the call's decisions are made off the caller's goroutine
@@ -148,9 +148,29 @@ func (c *call) started(now time.Time, hedge bool) {
 	}
 }
 
-// land judges an attempt that has ended: attempt n, begun at began, ended
-// at end with err, a hedge or not. A success wins the call. A failure is
-// judged by the policy's rules (decide): with no other attempt in flight, a
+// judge records the failure of an attempt at now with err, and decides what
+// follows it by the policy's rules: the wait before the next attempt, or the
+// reason to stop (the caller's context first), whether the error forbade a
+// repeat, and whether the attempt's outcome is unknown.
+func (c *call) judge(err error, now time.Time) (s step, reason error, refused, unknown bool) {
+	c.last = unmark(err)
+	f := inspect(err) // one walk of the error tree serves every rule
+	if c.repeats == 2 && f.refusal == nil {
+		f.refusal = ErrNotIdempotent // Once: no error may repeat the work
+	}
+	unknown = f.outcomeUnknown()
+	c.unknown = c.unknown || unknown
+	if passed(c.ctx, now) {
+		return s, stopCause(c.ctx), false, unknown
+	}
+	s, reason = decide(&c.p, c.attempts, c.prev, err, &f, now, c.deadline, c.rand())
+	return s, reason, f.refused, unknown
+}
+
+// land judges an attempt of a hedged call that has ended: attempt n, begun
+// at began, ended at end with err, a hedge or not; now is the time of the
+// judgement. A success wins the call. A failure is judged by the policy's
+// rules (judge) as in any call: with no other attempt in flight, a
 // retry is booked and its budget withdrawn (retry); with others in flight,
 // an error that stops the call ends it, one after which no attempt may start
 // (attempts, time or the server's patience spent, or the error's own
@@ -158,34 +178,16 @@ func (c *call) started(now time.Time, hedge bool) {
 // lets them run and is replaced once its wait has passed.
 func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) verdict {
 	h := c.h
-	if h != nil {
-		h.inFlight--
-	}
+	h.inFlight--
 	if err == nil {
 		c.observeAttempt(n, began, end, nil, false, step{}, hedge)
 		return verdict{done: true, winner: n, at: now}
 	}
-	c.last = unmark(err)
-	f := inspect(err) // one walk of the error tree serves every rule
-	if c.repeats == 2 && f.refusal == nil {
-		f.refusal = ErrNotIdempotent // Once: no error may repeat the work
-	}
-	unknown := f.outcomeUnknown()
-	c.unknown = c.unknown || unknown
-	if passed(c.ctx, now) {
+	s, reason, refused, unknown := c.judge(err, now)
+	if reason != nil && passed(c.ctx, now) { // the caller's context ended: judge's first rule
 		c.observeAttempt(n, began, end, c.last, unknown, step{}, hedge)
-		return verdict{done: true, reason: stopCause(c.ctx), at: now}
+		return verdict{done: true, reason: reason, at: now}
 	}
-	s, reason := decide(&c.p, c.attempts, c.prev, err, &f, now, c.deadline, c.rand())
-	if h == nil {
-		if reason != nil {
-			c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
-			return verdict{done: true, reason: reason, at: now}
-		}
-		c.prev = s.wait
-		return c.retry(n, began, end, hedge, unknown, s, now, now.Add(s.wait))
-	}
-
 	if reason == nil {
 		// A failure earns its wait, as without hedging: no attempt starts
 		// before it has passed, however many are in flight, so that a
@@ -197,7 +199,7 @@ func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) ver
 		}
 	}
 	switch {
-	case reason == ErrExhausted || reason == ErrNoTimeLeft || reason == ErrServerDelay || f.refused:
+	case reason == ErrExhausted || reason == ErrNoTimeLeft || reason == ErrServerDelay || refused:
 		// No attempt may start any more; those in flight may still win.
 		// An error's Unrepeatable reason forbids a repeat of the work, and
 		// those in flight have been sent already: cutting them would undo
@@ -578,11 +580,15 @@ func (c *call) waited(e *Event, now time.Time) {
 }
 
 // observeAttempt tells Observe, if set, how attempt n, which began at began
-// and ended at end, went, and what follows it.
+// and ended at end, went, and what follows it. It is small enough to be
+// inlined, so that a call without Observe pays nothing for it.
 func (c *call) observeAttempt(n int, began, end time.Time, err error, unknown bool, s step, hedge bool) {
-	if c.observe == nil {
-		return
+	if c.observe != nil {
+		c.tellAttempt(n, began, end, err, unknown, s, hedge)
 	}
+}
+
+func (c *call) tellAttempt(n int, began, end time.Time, err error, unknown bool, s step, hedge bool) {
 	e := Event{
 		Attempt:        n,
 		Err:            err,
