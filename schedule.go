@@ -39,6 +39,7 @@ type call struct {
 	// no wait is pending), and what set it.
 	waitFrom time.Time
 	waitBy   uint8
+	wonHedge bool // the attempt that won was a hedge
 
 	h *plan // hedging's part of the schedule; nil when the call does not hedge
 }
@@ -549,6 +550,7 @@ func (c *call) stop(now time.Time, reason error) error {
 			Elapsed:        elapsed,
 			Reason:         reason,
 			OutcomeUnknown: c.unknown,
+			Hedge:          reason == nil && c.wonHedge,
 		}
 		c.waited(&e, now)
 		c.emit(e)
