@@ -23,8 +23,8 @@
 //     call's first attempt, "hedge" for one started beside attempts of the
 //     call still in flight ([retry.Event].Hedge, see [retry.Policy].Hedge),
 //     and "retry" for any other: one started after a failure, with none of
-//     the call's attempts in flight. A hedge or an original cut because
-//     another attempt won has error.type "canceled".
+//     the call's attempts in flight. An attempt cut because another won
+//     has error.type "canceled".
 //   - retry.calls, a counter of {call}: every call ended, with retry.result,
 //     and, when it failed, error.type (of its last attempt, or of its stop
 //     reason if no attempt was made) and retry.outcome_unknown (true when an
@@ -50,8 +50,9 @@
 //
 // retry.result is one of "success_first_attempt", "success_after_retry"
 // (a success of a call that made more than one attempt: under hedging, its
-// hedges count, whichever attempt won), or the stop reason, read from the call's own reason ([retry.Event].Reason),
-// never from the state of its context as the call ends:
+// hedges count, whichever attempt won), or the stop reason, read from the
+// call's own reason ([retry.Event].Reason), never from the state of its
+// context as the call ends:
 //
 //   - "exhausted": no attempts were left ([retry.ErrExhausted]);
 //   - "not_retryable": the error, by its nature, would fail again
