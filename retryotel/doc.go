@@ -87,9 +87,11 @@
 // answered: each won its call, unless another attempt of the call had
 // answered first and this one answered too before it could be cut. Those
 // with error.type "canceled" were cut, as a rule because another attempt
-// won. This is gRFC A96's grpc.client.attempt.started by
-// grpc.attempt_type, with the same values but "transparent_retry", which a
-// loop that does not see below fn never makes.
+// won. The types are those of gRFC A96's draft, which labelled
+// grpc.client.attempt.started with grpc.attempt_type (less
+// "transparent_retry", which a loop that does not see below fn never
+// makes); the final A96's per-call grpc.client.call.retries and
+// grpc.client.call.hedges sum to the retry and hedge counts here.
 //
 // # error.type
 //

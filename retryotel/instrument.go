@@ -115,7 +115,7 @@ const (
 	retryEventName = "retry"
 )
 
-// Values of retry.attempt.kind: gRFC A96's attempt types (but its
+// Values of retry.attempt.kind: gRFC A96's attempt types (less its
 // "transparent_retry", which a loop that cannot see below fn never makes).
 const (
 	kindOriginal = iota // the call's first attempt
