@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -95,10 +96,20 @@ func (p *provider) report() string {
 // Each call has timeout (0: none but the end); a caller whose call found no
 // time left (the limiter's queue reached past its deadline) pauses for a
 // second before the next, as a client would that sheds the request.
+//
+// A policy without Rand gets, for each caller, a source of its own seeded
+// with the caller's index, used by that caller's goroutine alone (so it
+// needs no lock): the backoff draws are then the same on every run. The
+// runs still differ, since goroutines that wake at one virtual instant run
+// in the order the scheduler picks, and -race perturbs that order further.
 func callers(n int, until, timeout time.Duration, p *provider, policy retry.Policy) {
 	var wg sync.WaitGroup
 	end := p.start.Add(until)
-	for range n {
+	for i := range n {
+		policy := policy
+		if policy.Rand == nil {
+			policy.Rand = rand.New(rand.NewPCG(uint64(i), 0)).Float64
+		}
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				deadline := end

@@ -18,15 +18,20 @@
 // attributes given with [WithAttributes].
 //
 //   - retry.attempts, a counter of {attempt}: every attempt made, with
-//     retry.attempt.kind "original" (a call's first attempt) or "retry",
-//     and, when the attempt failed, error.type.
+//     retry.attempt.kind, its attempt type as gRFC A96 names them, and,
+//     when the attempt failed, error.type. The type is "original" for a
+//     call's first attempt, "hedge" for one started beside attempts of the
+//     call still in flight ([retry.Event].Hedge, see [retry.Policy].Hedge),
+//     and "retry" for any other: one started after a failure, with none of
+//     the call's attempts in flight. An attempt cut because another won
+//     has error.type "canceled".
 //   - retry.calls, a counter of {call}: every call ended, with retry.result,
 //     and, when it failed, error.type (of its last attempt, or of its stop
 //     reason if no attempt was made) and retry.outcome_unknown (true when an
 //     attempt may have taken effect though the call failed; see
 //     [retry.OutcomeUnknown]).
 //   - retry.call.attempts, a histogram of {attempt}: the attempts each call
-//     made, with retry.result.
+//     made, hedges included, with retry.result.
 //   - retry.call.duration, a histogram in seconds: the time each call took,
 //     waits included, with retry.result.
 //   - retry.wait.duration, a histogram in seconds: the time really waited
@@ -36,14 +41,18 @@
 //     "server" (Retry-After was longest) or "limiter" (the Limiter made the
 //     retry wait longer); a retry that followed at once counts a wait of 0
 //     set by the backoff. The Limiter's wait before a call's first attempt
-//     is no retry's wait: it is in retry.call.duration, not here.
+//     is no retry's wait: it is in retry.call.duration, not here; nor is a
+//     hedge's start, which waits for the hedge delay beside an attempt in
+//     flight, not after a failure.
 //   - retry.budget.balance, an observable gauge of {token}: the tokens held
 //     by the policy's Budget, when it has a Balance() float64 method as
 //     [retry.TokenBucket] does.
 //
-// retry.result is one of "success_first_attempt", "success_after_retry", or
-// the stop reason, read from the call's own reason ([retry.Event].Reason),
-// never from the state of its context as the call ends:
+// retry.result is one of "success_first_attempt", "success_after_retry"
+// (a success of a call that made more than one attempt: under hedging, its
+// hedges count, whichever attempt won), or the stop reason, read from the
+// call's own reason ([retry.Event].Reason), never from the state of its
+// context as the call ends:
 //
 //   - "exhausted": no attempts were left ([retry.ErrExhausted]);
 //   - "not_retryable": the error, by its nature, would fail again
@@ -68,6 +77,21 @@
 //     cause;
 //   - "other": a Limiter's error, or input that made any attempt
 //     impossible, such as a nil function.
+//
+// # Hedging
+//
+// The load that hedging adds to a dependency reads from retry.attempts
+// alone: the hedges over the originals (one per call that made an
+// attempt) is the hedges sent per call, as the retries over the originals
+// is the retries per call. Hedges without error.type are those that
+// answered: each won its call, unless another attempt of the call had
+// answered first and this one answered too before it could be cut. Those
+// with error.type "canceled" were cut, as a rule because another attempt
+// won. The types are those of gRFC A96's draft, which labelled
+// grpc.client.attempt.started with grpc.attempt_type (less
+// "transparent_retry", which a loop that does not see below fn never
+// makes); the final A96's per-call grpc.client.call.retries and
+// grpc.client.call.hedges sum to the retry and hedge counts here.
 //
 // # error.type
 //

@@ -115,14 +115,27 @@ const (
 	retryEventName = "retry"
 )
 
-// Values of retry.attempt.kind.
+// Values of retry.attempt.kind: gRFC A96's attempt types (less its
+// "transparent_retry", which a loop that cannot see below fn never makes).
 const (
 	kindOriginal = iota // the call's first attempt
-	kindRetry           // any later one
+	kindRetry           // started after a failure, with none of the call's attempts in flight
+	kindHedge           // started beside attempts of the call still in flight
 	numKinds
 )
 
-var kindNames = [numKinds]string{"original", "retry"}
+var kindNames = [numKinds]string{"original", "retry", "hedge"}
+
+// kindOf returns the attempt type of the attempt whose end e reports.
+func kindOf(e retry.Event) int {
+	switch {
+	case e.Hedge:
+		return kindHedge
+	case e.Attempt > 1:
+		return kindRetry
+	}
+	return kindOriginal
+}
 
 // Values of retry.result: how a call ended.
 const (
@@ -209,7 +222,7 @@ func newObserver(c config, user func(context.Context, retry.Event)) *observer {
 	o := &observer{user: user, attrs: c.attrs, failures: make(map[failure]options)}
 	var err error
 	o.attempts, err = m.Int64Counter(attemptsName, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts made, the first of each call (original) and the retries."))
+		metric.WithDescription("Attempts made: the first of each call (original), the retries and the hedges."))
 	handle(err)
 	o.calls, err = m.Int64Counter(callsName, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls ended, by result: success at once, success after retries, or why retrying stopped."))
@@ -286,10 +299,7 @@ func (o *observer) observe(ctx context.Context, e retry.Event) {
 
 // attempt records the end of an attempt, and the retry that follows it.
 func (o *observer) attempt(ctx context.Context, e retry.Event) {
-	kind := kindOriginal
-	if e.Attempt > 1 {
-		kind = kindRetry
-	}
+	kind := kindOf(e)
 	var errType string
 	if e.Err == nil {
 		o.attempts.Add(ctx, 1, o.attemptOK[kind].add...)
@@ -326,7 +336,9 @@ func (o *observer) waited(ctx context.Context, e retry.Event) {
 		// attempt, or after an attempt with no retry decided, or at the
 		// very moment a wait began, so that none of it was waited.
 		return
-	case !e.Done && e.Attempt <= 1:
+	case !e.Done && (e.Attempt <= 1 || e.Hedge):
+		// The first attempt is no retry; a hedge starts on the hedge
+		// delay, beside an attempt in flight, not after a wait of a retry's.
 		return
 	}
 	// A retry that followed at once waited 0, and Do names no setter for
