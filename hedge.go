@@ -376,9 +376,7 @@ func (h *hedged) land(l landing) bool {
 		}
 	}
 	v := c.land(l.n, f.began, l.end, time.Now(), f.hedge, l.err)
-	won := l.err == nil && v.done && v.reason == nil
-	f.release(won)
-	c.wonHedge = won && f.hedge
+	f.release(l.err == nil && v.done && v.reason == nil)
 	if v.done {
 		h.finish(v.at, v.reason, v.winner)
 		return true

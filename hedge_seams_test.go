@@ -250,34 +250,3 @@ func TestHedgeFatalAnswerKept(t *testing.T) {
 		assert.True(t, events[2].Done)
 	})
 }
-
-// The Done event of a call that a hedge won says so; one won by the
-// original attempt does not.
-func TestHedgeDoneSaysWhoWon(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		for _, hedgeWins := range []bool{true, false} {
-			var done retry.Event
-			err := retry.Do(t.Context(), func(ctx context.Context) error {
-				slow := retry.AttemptFrom(ctx) == 1
-				if !hedgeWins {
-					slow = !slow
-				}
-				if slow {
-					select {
-					case <-ctx.Done():
-						return ctx.Err()
-					case <-time.After(50 * time.Millisecond):
-					}
-				}
-				return nil
-			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: func(_ context.Context, e retry.Event) {
-				if e.Done {
-					done = e
-				}
-			}})
-			require.NoError(t, err)
-			assert.Equal(t, hedgeWins, done.Hedge, "Done.Hedge when the hedge wins: %v", hedgeWins)
-		}
-	})
-}

@@ -79,8 +79,7 @@ type Event struct {
 	// the call still in flight (see Policy.Hedge). The attempt that won a
 	// hedged call is the first whose event has no Err; the others in flight
 	// then are cancelled, and their events follow it, each with the error
-	// its cancellation gave it, or none when it succeeded too. When Done,
-	// Hedge reports that the call succeeded and a hedge won it.
+	// its cancellation gave it, or none when it succeeded too.
 	Hedge bool
 
 	// WaitedFor says what set the wait that Waited measures, as WaitSetBy

@@ -39,7 +39,6 @@ type call struct {
 	// no wait is pending), and what set it.
 	waitFrom time.Time
 	waitBy   uint8
-	wonHedge bool // the attempt that won was a hedge
 
 	h *plan // hedging's part of the schedule; nil when the call does not hedge
 }
@@ -550,7 +549,6 @@ func (c *call) stop(now time.Time, reason error) error {
 			Elapsed:        elapsed,
 			Reason:         reason,
 			OutcomeUnknown: c.unknown,
-			Hedge:          reason == nil && c.wonHedge,
 		}
 		c.waited(&e, now)
 		c.emit(e)
