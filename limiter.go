@@ -71,13 +71,15 @@ type Reservation struct {
 // A booking takes its token when it is made, at the current time, even for
 // an attempt planned later (a retry's backoff): a token freed during the
 // backoff then costs no second wait, and the limiter's clock never moves
-// back. Calls that fail together and wait the same unjittered backoff can
-// thus start together, so keep jitter on. A booking given back before its
-// time returns its token, as rate.Reservation.Cancel does; a zero-delay
-// booking given back at once (the Budget refused the retry) returns it too.
-// A booking that must wait for its token has for Slack the time lim takes
-// to refill its burst (at least 1ms), so that a stall never releases more
-// than a burst at once; one granted at once has none.
+// back. Every booking has for Slack the time lim takes to refill its burst
+// (at least 1ms): the loop gives back at once a booking whose token comes
+// that much before the attempt's planned start, and books again when the
+// wait is over, so that calls that fail together and wait the same time (a
+// constant backoff, a server's Retry-After) start no faster than lim
+// allows, and a stall never releases more than a burst at once. A booking
+// given back before its time returns its token, as rate.Reservation.Cancel
+// does; a zero-delay booking given back at once (the Budget refused the
+// retry) returns it too.
 //
 // A burst of 0 (the zero rate.Limiter included), or a rate of 0 or less once
 // the burst is spent, stops every call with an error that says no attempt
@@ -114,13 +116,10 @@ func (l *rateLimiter) Reserve(context.Context, time.Time) (Reservation, error) {
 		l.cancel(r, now)
 		return Reservation{}, errLimiterRate
 	}
-	res := Reservation{Start: now.Add(d), Handle: r}
-	if d > 0 {
-		// Only a booking that waits for its token can be released late, in a
-		// burst, by a stall; a booking granted at once took its token now.
-		res.Slack = l.slack()
-	}
-	return res, nil
+	// Every booking has a Slack, one granted at once too: a retry that
+	// waits its backoff on a token taken now would start later than its
+	// slot, together with every other call that failed when it did.
+	return Reservation{Start: now.Add(d), Slack: l.slack(), Handle: r}, nil
 }
 
 // Cancel gives the token back at the current time, or at the booking's own

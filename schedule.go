@@ -332,8 +332,8 @@ const (
 // attempts in flight; it comes back through booked.
 func (c *call) fire(now time.Time) (firing, error) {
 	h, p := c.h, &c.p
-	if h.booked && h.booking.Slack > 0 && now.Sub(h.next) > h.booking.Slack {
-		// Woken too late for the booking: book again, as a retry does.
+	if h.booked && late(&h.booking, now) {
+		// Too late for the booking: book again, as a retry does.
 		c.unbookNext()
 	}
 	if h.nextRetry {
@@ -444,33 +444,64 @@ func unbook(p *Policy, r *Reservation) {
 // attempt, booked as r when the Policy has a Limiter, and returns the time
 // the attempt starts, or the reason not to start it, with r given back: the
 // caller's context ended, or the attempt would no longer leave
-// MinAttemptTime before the deadline (see ready). A wait that ends later than
-// the booking's Slack allows books again from the time it woke, and waits
-// for that booking: attempts held up together by a stalled process start
-// spaced as the Limiter says, not together. now, if not zero, is the time
-// just read, which spares a read when no wait is due.
+// MinAttemptTime before the deadline (see ready). now, if not zero, is the
+// time just read, which spares a read when no wait is due.
+//
+// An attempt starts on its booking only while it is no later than the
+// booking's Slack after the booking's Start: attempts that start later than
+// their slots, together, would start in a burst above the limit. So a
+// booking whose Start is further ahead of at than its Slack (a retry whose
+// wait is longer than a Limiter books ahead, a booking granted at once for
+// a retry that waits) is given back at once, while its slot can still serve
+// another call, and the attempt books again when its wait is over; and a
+// wait that ends later than the Slack allows (a stalled process) books
+// again from the time it woke. Either way it then waits for that booking:
+// calls that failed together and wait alike (a constant backoff, a server's
+// Retry-After) start spaced as the Limiter says, not together. The deadline
+// was checked from the planned time when the retry was decided.
 func (c *call) wait(r *Reservation, at, now time.Time) (time.Time, error) {
 	ctx, p := c.ctx, &c.p
+	held := p.Limiter != nil // r is a booking to give back if the attempt will not start
+	if held && late(r, at) {
+		p.Limiter.Cancel(*r)
+		held = false
+	}
 	for {
 		var ok bool
 		if now, ok = c.sleepUntil(at, now); !ok {
-			unbook(p, r)
+			if held {
+				p.Limiter.Cancel(*r)
+			}
 			return now, stopCause(ctx)
 		}
-		if p.Limiter != nil && r.Slack > 0 && now.Sub(at) > r.Slack {
-			p.Limiter.Cancel(*r)
+		if p.Limiter != nil && (!held || late(r, now)) {
+			if held {
+				p.Limiter.Cancel(*r)
+			}
 			var err error
 			if *r, at, now, err = book(ctx, p, now, c.deadline); err != nil {
 				return now, err
 			}
-			continue
+			held = true
+			if !late(r, at) {
+				continue // wait for the new booking's start, if it is later
+			}
 		}
 		if reason := ready(ctx, p, now, c.deadline); reason != nil {
-			unbook(p, r)
+			if held {
+				p.Limiter.Cancel(*r)
+			}
 			return now, reason
 		}
 		return now, nil
 	}
+}
+
+// late reports whether an attempt that starts at t is later than booking r
+// allows: more than its Slack after its Start. A Slack of 0 holds however
+// late.
+func late(r *Reservation, t time.Time) bool {
+	return r.Slack > 0 && t.Sub(r.Start) > r.Slack
 }
 
 // sleepUntil waits on the call's one timer until at, and returns the time it
