@@ -34,7 +34,7 @@ type cutCtx struct {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // attempt returns the attempt's number, for AttemptFrom.
-func (c *cutCtx) attempt() int { return c.n }
+func (c *cutCtx) attemptNumber() int { return c.n }
 
 func (c *cutCtx) Value(key any) any {
 	if key == (attemptKey{}) {
@@ -105,18 +105,18 @@ func (c *cutCtx) linkLocked() {
 	parent := c.Context
 	c.unlink = context.AfterFunc(parent, func() {
 		if c := wp.Value(); c != nil {
-			c.end(parent.Err())
+			c.endWith(parent.Err())
 		}
 	})
 }
 
-// cut ends an attempt the call no longer wants: it lost, or the call
+// cutOff ends an attempt the call no longer wants: it lost, or the call
 // stopped.
-func (c *cutCtx) cut() { c.end(context.Canceled) }
+func (c *cutCtx) cutOff() { c.endWith(context.Canceled) }
 
-// end ends the context with err, once: its Done closes, its AfterFuncs run,
+// endWith ends the context with err, once: its Done closes, its AfterFuncs run,
 // and its registration with the parent is given back.
-func (c *cutCtx) end(err error) {
+func (c *cutCtx) endWith(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -138,10 +138,10 @@ func (c *cutCtx) end(err error) {
 	}
 }
 
-// keep leaves a winner's context to live on as its parent does. Its
+// keepAlive leaves a winner's context to live on as its parent does. Its
 // registration with the parent, if it has one, is given back once the
 // context is no longer reachable.
-func (c *cutCtx) keep() {
+func (c *cutCtx) keepAlive() {
 	c.mu.Lock()
 	unlink := c.unlink
 	c.mu.Unlock()

@@ -6,49 +6,49 @@ import (
 	"time"
 )
 
-// learner is what a Hedge or a Limiter may also be: told how each attempt
+// attemptLearner is what a Hedge or a Limiter may also be: told how each attempt
 // ended (how long it took and its error, nil for a success), so that it can
 // adapt. Attempts the call cut itself are not told: their end says nothing
 // about the dependency.
-type learner interface {
+type attemptLearner interface {
 	Learn(d time.Duration, err error)
 }
 
 // learnerOf returns x as a learner, or nil.
-func learnerOf(x any) learner {
-	l, _ := x.(learner)
+func learnerOf(x any) attemptLearner {
+	l, _ := x.(attemptLearner)
 	return l
 }
 
-// hedged is a call whose Policy hedges. Its attempts run one at a time on
-// the caller's goroutine (run, in loop.go) until a hedge comes due beside
+// hedgedCall is a call whose Policy hedges. Its attempts run one at a time on
+// the caller's goroutine (runCall, in loop.go) until a hedge comes due beside
 // one: the hedge's timer then starts the coordinator (coordinate), which
 // from then on runs every attempt but that one on a goroutine of its own,
 // and makes the scheduler's decisions as attempts end, bookings come back
 // and planned times come; the caller's goroutine hands over its attempt's
 // end and waits (await), running Observe as the events come. Every
 // attempt has ended by the time the call returns.
-type hedged struct {
-	c    call
-	plan plan // c.h
+type hedgedCall struct {
+	c    callState
+	plan hedgePlan // c.h
 	fn   func(context.Context) error
 
 	mu       sync.Mutex
-	flights  []flight
-	one      [1]flight    // flights' room for the usual single attempt
-	due      *time.Timer  // the hedge timer of the attempt on the caller's goroutine
-	landings chan landing // made once a hedge is due
-	bookings chan booking // a hedge's booking, asked for off the coordinator's loop
+	flights  []flightAttempt
+	one      [1]flightAttempt  // flights' room for the usual single attempt
+	due      *time.Timer       // the hedge timer of the attempt on the caller's goroutine
+	landings chan attemptEnd   // made once a hedge is due
+	bookings chan hedgeBooking // a hedge's booking, asked for off the coordinator's loop
 	bookCtx  context.Context
 	bookStop context.CancelFunc
 	queue    *eventQueue // Observe's events, for the caller's goroutine
 	over     bool        // the call has ended: a booking that comes back is given back
 	done     chan struct{}
-	result   result
+	result   hedgedResult
 }
 
-// flight is an attempt that has started and not ended.
-type flight struct {
+// flightAttempt is an attempt that has started and not ended.
+type flightAttempt struct {
 	n       int
 	began   time.Time
 	hedge   bool
@@ -56,8 +56,8 @@ type flight struct {
 	timeout context.CancelFunc // ends the attempt's AttemptTimeout context; nil without one
 }
 
-// landing is how an attempt ended.
-type landing struct {
+// attemptEnd is how an attempt ended.
+type attemptEnd struct {
 	n        int
 	err      error
 	end      time.Time
@@ -65,16 +65,16 @@ type landing struct {
 	panicVal any
 }
 
-// booking is a Limiter's answer to a hedge's booking.
-type booking struct {
+// hedgeBooking is a Limiter's answer to a hedge's hedgeBooking.
+type hedgeBooking struct {
 	gen uint64
 	r   Reservation
 	at  time.Time
 	err error
 }
 
-// result is the outcome of a hedged call, for the caller's goroutine.
-type result struct {
+// hedgedResult is the outcome of a hedged call, for the caller's goroutine.
+type hedgedResult struct {
 	n        int
 	err      error
 	panicked bool
@@ -82,27 +82,27 @@ type result struct {
 }
 
 // newHedged prepares a call of fn hedged as c's Policy says.
-func newHedged(fn func(context.Context) error, c *call) *hedged {
-	h := &hedged{fn: fn}
+func newHedged(fn func(context.Context) error, c *callState) *hedgedCall {
+	h := &hedgedCall{fn: fn}
 	h.c.p = c.p
 	h.flights = h.one[:0]
 	return h
 }
 
-// start records attempt n, starting at now, as in flight, on a context of
+// startFlight records attempt n, starting at now, as in flight, on a context of
 // its own that the call can cut, and returns it.
-func (h *hedged) start(n int, now time.Time, hedge bool) flight {
+func (h *hedgedCall) startFlight(n int, now time.Time, hedge bool) flightAttempt {
 	c := &h.c
 	parent, cancel := attemptContext(c.ctx, now, c.p.AttemptTimeout, c.deadline)
-	f := flight{n: n, began: now, hedge: hedge, ctx: &cutCtx{Context: parent, n: n}, timeout: cancel}
+	f := flightAttempt{n: n, began: now, hedge: hedge, ctx: &cutCtx{Context: parent, n: n}, timeout: cancel}
 	h.mu.Lock()
 	h.flights = append(h.flights, f)
 	h.mu.Unlock()
 	return f
 }
 
-// take removes attempt n from the flights.
-func (h *hedged) take(n int) flight {
+// takeFlight removes attempt n from the flights.
+func (h *hedgedCall) takeFlight(n int) flightAttempt {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, f := range h.flights {
@@ -111,13 +111,13 @@ func (h *hedged) take(n int) flight {
 			return f
 		}
 	}
-	return flight{n: n}
+	return flightAttempt{n: n}
 }
 
-// release ends what attempt f held once it has ended: its context is cut,
+// releaseFlight ends what attempt f held once it has ended: its context is cut,
 // unless it won, and its AttemptTimeout context ends either way, as the
 // Policy documents.
-func (f flight) release(won bool) {
+func (f flightAttempt) releaseFlight(won bool) {
 	if f.timeout != nil {
 		f.timeout()
 	}
@@ -125,24 +125,24 @@ func (f flight) release(won bool) {
 		return
 	}
 	if won {
-		f.ctx.keep()
+		f.ctx.keepAlive()
 	} else {
-		f.ctx.cut()
+		f.ctx.cutOff()
 	}
 }
 
-// inline runs attempt n, which starts at now, on the caller's goroutine,
+// runInline runs attempt n, which starts at now, on the caller's goroutine,
 // with its first hedge armed to start the coordinator when it comes due. It
 // returns the attempt's error, or handed true when a hedge came due: the
 // coordinator then judges the attempt, and the caller awaits the call's
 // outcome.
-func (h *hedged) inline(n int, now time.Time) (err error, handed bool) {
+func (h *hedgedCall) runInline(n int, now time.Time) (err error, handed bool) {
 	c := &h.c
-	f := h.start(n, now, false)
+	f := h.startFlight(n, now, false)
 	// The coordinator reads the call's state once the timer fires: the lock
 	// orders what is written here before it.
 	h.mu.Lock()
-	c.plan(false)
+	c.planHedge(false)
 	armed := !c.h.next.IsZero()
 	if armed {
 		d := c.h.next.Sub(now)
@@ -156,50 +156,50 @@ func (h *hedged) inline(n int, now time.Time) (err error, handed bool) {
 	ok := false
 	defer func() {
 		if !ok {
-			h.panicked(n, armed)
+			h.inlinePanicked(n, armed)
 		}
 	}()
 	err = h.fn(f.ctx)
 	ok = true
 	if armed && !h.due.Stop() {
-		h.hand(landing{n: n, err: err, end: time.Now()})
+		h.handOver(attemptEnd{n: n, err: err, end: time.Now()})
 		return nil, true
 	}
-	h.take(n)
-	f.release(err == nil)
+	h.takeFlight(n)
+	f.releaseFlight(err == nil)
 	return err, false
 }
 
-// panicked is run as a panic leaves attempt n on the caller's goroutine:
+// inlinePanicked is run as a panic leaves attempt n on the caller's goroutine:
 // with a hedge due, the coordinator is told, so that it cuts the others and
 // waits for them before the panic goes on up.
-func (h *hedged) panicked(n int, armed bool) {
+func (h *hedgedCall) inlinePanicked(n int, armed bool) {
 	if armed && !h.due.Stop() {
-		h.hand(landing{n: n, end: time.Now(), panicked: true})
-		h.setup()
+		h.handOver(attemptEnd{n: n, end: time.Now(), panicked: true})
+		h.setupShared()
 		<-h.done
 		return
 	}
-	f := h.take(n)
-	f.release(false)
+	f := h.takeFlight(n)
+	f.releaseFlight(false)
 }
 
-// hand gives the end of the caller's attempt to the coordinator.
-func (h *hedged) hand(l landing) {
-	h.setup()
+// handOver gives the end of the caller's attempt to the coordinator.
+func (h *hedgedCall) handOver(l attemptEnd) {
+	h.setupShared()
 	h.landings <- l
 }
 
-// setup makes, once, what the coordinator and the caller's goroutine share
+// setupShared makes, once, what the coordinator and the caller's goroutine share
 // once a hedge is due; whichever of them comes first makes it.
-func (h *hedged) setup() {
+func (h *hedgedCall) setupShared() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.landings != nil {
 		return
 	}
-	h.landings = make(chan landing, max(h.c.h.maxInFlight, 1))
-	h.bookings = make(chan booking, 1)
+	h.landings = make(chan attemptEnd, max(h.c.h.maxInFlight, 1))
+	h.bookings = make(chan hedgeBooking, 1)
 	h.done = make(chan struct{})
 	if h.c.observe != nil {
 		h.queue = newEventQueue()
@@ -209,8 +209,8 @@ func (h *hedged) setup() {
 // await waits, on the caller's goroutine, for the coordinator to end the
 // call, running Observe for each event it sends, and returns the call's
 // outcome; a panic of an attempt goes on from here.
-func (h *hedged) await() (int, error) {
-	h.setup()
+func (h *hedgedCall) await() (int, error) {
+	h.setupShared()
 	var buf []Event
 	observe := func() {
 		if h.queue == nil {
@@ -241,8 +241,8 @@ func (h *hedged) await() (int, error) {
 
 // coordinate runs the call once a hedge is due, on the hedge timer's
 // goroutine, until the call ends.
-func (h *hedged) coordinate() {
-	h.setup()
+func (h *hedgedCall) coordinate() {
+	h.setupShared()
 	c := &h.c
 	c.events = h.queue
 	defer func() {
@@ -254,7 +254,7 @@ func (h *hedged) coordinate() {
 		pl := c.h
 		if !pl.next.IsZero() && !pl.asking {
 			if d := time.Until(pl.next); d <= 0 {
-				if h.fire() {
+				if h.fireFlight() {
 					return
 				}
 				continue
@@ -270,32 +270,32 @@ func (h *hedged) coordinate() {
 		}
 		select {
 		case l := <-h.landings:
-			if h.land(l) {
+			if h.landFlight(l) {
 				return
 			}
 		case b := <-h.bookings:
-			if h.act(c.booked(b.gen, b.r, b.at, b.err)) {
+			if h.actOn(c.hedgeBooked(b.gen, b.r, b.at, b.err)) {
 				return
 			}
 		case <-timer:
-			if h.fire() {
+			if h.fireFlight() {
 				return
 			}
 		case <-c.ctx.Done():
-			h.finish(time.Now(), stopCause(c.ctx), 0)
+			h.finishHedged(time.Now(), stopCause(c.ctx), 0)
 			return
 		}
 	}
 }
 
-// fire acts on the planned attempt, whose time has come, and reports
+// fireFlight acts on the planned attempt, whose time has come, and reports
 // whether the call has ended.
-func (h *hedged) fire() bool {
-	return h.act(h.c.fire(time.Now()))
+func (h *hedgedCall) fireFlight() bool {
+	return h.actOn(h.c.fireNext(time.Now()))
 }
 
-// act does what the scheduler said, and reports whether the call has ended.
-func (h *hedged) act(what firing, reason error) bool {
+// actOn does what the scheduler said, and reports whether the call has ended.
+func (h *hedgedCall) actOn(what firing, reason error) bool {
 	c := &h.c
 	switch what {
 	case fireRetry:
@@ -303,29 +303,29 @@ func (h *hedged) act(what firing, reason error) bool {
 	case fireHedge:
 		h.launch(time.Now(), true)
 	case fireBook:
-		h.book()
+		h.askBooking()
 	case fireStop:
-		h.finish(time.Now(), reason, 0)
+		h.finishHedged(time.Now(), reason, 0)
 		return true
 	}
 	if what == fireRetry || what == fireHedge {
-		c.plan(false)
+		c.planHedge(false)
 	}
 	return false
 }
 
-// book asks the Limiter for a hedge's booking on a goroutine of its own, so
+// askBooking asks the Limiter for a hedge's booking on a goroutine of its own, so
 // that a slow Limiter holds up neither the attempts in flight nor the end
 // of the call: an attempt that wins meanwhile ends the call at once, and the
 // booking, no longer needed, is given back as it comes.
-func (h *hedged) book() {
+func (h *hedgedCall) askBooking() {
 	c := &h.c
 	if h.bookCtx == nil {
 		h.bookCtx, h.bookStop = context.WithCancel(c.ctx)
 	}
 	ctx, p, deadline, gen := h.bookCtx, &c.p, c.deadline, c.h.gen
 	go func() {
-		r, at, _, err := book(ctx, p, time.Now(), deadline)
+		r, at, _, err := bookAttempt(ctx, p, time.Now(), deadline)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.over {
@@ -334,19 +334,19 @@ func (h *hedged) book() {
 			}
 			return
 		}
-		h.bookings <- booking{gen: gen, r: r, at: at, err: err} // one asked for at a time: never blocks
+		h.bookings <- hedgeBooking{gen: gen, r: r, at: at, err: err} // one asked for at a time: never blocks
 	}()
 }
 
 // launch starts attempt number c.attempts+1 on a goroutine of its own.
-func (h *hedged) launch(now time.Time, hedge bool) {
+func (h *hedgedCall) launch(now time.Time, hedge bool) {
 	c := &h.c
 	c.attempts++
 	n := c.attempts
-	c.started(now, hedge)
-	f := h.start(n, now, hedge)
+	c.markStarted(now, hedge)
+	f := h.startFlight(n, now, hedge)
 	go func() {
-		l := landing{n: n}
+		l := attemptEnd{n: n}
 		defer func() {
 			if v := recover(); v != nil {
 				l.panicked, l.panicVal = true, v
@@ -358,27 +358,27 @@ func (h *hedged) launch(now time.Time, hedge bool) {
 	}()
 }
 
-// land judges an attempt that has ended, and reports whether the call has
+// landFlight judges an attempt that has ended, and reports whether the call has
 // ended.
-func (h *hedged) land(l landing) bool {
+func (h *hedgedCall) landFlight(l attemptEnd) bool {
 	c := &h.c
-	f := h.take(l.n)
+	f := h.takeFlight(l.n)
 	if l.panicked {
 		c.h.inFlight--
-		f.release(false)
+		f.releaseFlight(false)
 		h.result.panicked, h.result.panicVal = true, l.panicVal
-		h.finish(time.Now(), nil, 0)
+		h.finishHedged(time.Now(), nil, 0)
 		return true
 	}
-	for _, lr := range [...]learner{learnerOf(c.p.Hedge), learnerOf(c.p.Limiter)} {
+	for _, lr := range [...]attemptLearner{learnerOf(c.p.Hedge), learnerOf(c.p.Limiter)} {
 		if lr != nil {
 			lr.Learn(l.end.Sub(f.began), l.err)
 		}
 	}
-	v := c.land(l.n, f.began, l.end, time.Now(), f.hedge, l.err)
-	f.release(l.err == nil && v.done && v.reason == nil)
+	v := c.landAttempt(l.n, f.began, l.end, time.Now(), f.hedge, l.err)
+	f.releaseFlight(l.err == nil && v.done && v.reason == nil)
 	if v.done {
-		h.finish(v.at, v.reason, v.winner)
+		h.finishHedged(v.at, v.reason, v.winner)
 		return true
 	}
 	if v.retry {
@@ -389,11 +389,11 @@ func (h *hedged) land(l landing) bool {
 	return false
 }
 
-// finish ends the call with reason (nil: attempt winner won): it cuts the
+// finishHedged ends the call with reason (nil: attempt winner won): it cuts the
 // attempts still in flight and waits for each to return, tells Observe of
 // them, and hands the outcome to the caller's goroutine, which re-raises a
 // panic of any attempt.
-func (h *hedged) finish(now time.Time, reason error, winner int) {
+func (h *hedgedCall) finishHedged(now time.Time, reason error, winner int) {
 	c := &h.c
 	c.unbookNext()
 	c.h.next = time.Time{}
@@ -406,18 +406,18 @@ func (h *hedged) finish(now time.Time, reason error, winner int) {
 		}
 	default:
 	}
-	flights := append([]flight(nil), h.flights...)
+	flights := append([]flightAttempt(nil), h.flights...)
 	h.mu.Unlock()
 	if h.bookStop != nil {
 		h.bookStop()
 	}
 	for _, f := range flights {
-		f.ctx.cut()
+		f.ctx.cutOff()
 	}
 	for range flights {
 		l := <-h.landings
-		f := h.take(l.n)
-		f.release(false)
+		f := h.takeFlight(l.n)
+		f.releaseFlight(false)
 		if l.end.After(now) {
 			now = l.end // the call ends as Do returns, once every loser has
 		}
@@ -429,15 +429,15 @@ func (h *hedged) finish(now time.Time, reason error, winner int) {
 		// done its work.
 		unknown := l.err != nil && OutcomeUnknown(l.err)
 		c.unknown = c.unknown || unknown
-		c.observeAttempt(f.n, f.began, l.end, unmark(l.err), unknown, step{}, f.hedge)
+		c.observeAttempt(f.n, f.began, l.end, unmark(l.err), unknown, retryStep{}, f.hedge)
 	}
 	if !h.result.panicked {
 		if reason == nil {
 			c.waitFrom = time.Time{}
-			_ = c.stop(now, nil)
+			_ = c.stopCall(now, nil)
 			h.result.n = winner
 		} else {
-			h.result.err = c.stop(now, reason)
+			h.result.err = c.stopCall(now, reason)
 		}
 	}
 	close(h.done)

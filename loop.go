@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// run runs one call: its attempts one at a time, on the caller's goroutine,
+// runCall runs one call: its attempts one at a time, on the caller's goroutine,
 // with the scheduler's decisions between them (see schedule.go). It returns
 // the number of the attempt that won, or the call's error.
 //
@@ -13,12 +13,12 @@ import (
 // Do, since a Policy that escaped would cost every call an allocation. h is
 // the call's hedging, nil when the Policy does not hedge: fn then does
 // not escape, and the call keeps all of its state on the stack. With h, each
-// attempt runs with its first hedge armed beside it (hedged.inline), and c is
+// attempt runs with its first hedge armed beside it (hedgedCall.runInline), and c is
 // h's own; when no
 // hedge comes due before the attempt ends, the call goes on here as any
 // other does, and once one does, the attempts in flight are hedge.go's, and
-// run waits for their outcome.
-func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged) (int, error) {
+// runCall waits for their outcome.
+func runCall(ctx context.Context, c *callState, fn func(context.Context) error, h *hedgedCall) (int, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -30,16 +30,16 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 	}
 
 	fctx := ctx // the context fn runs on
-	var num *numbered
-	var learn, hedgeLearn learner
+	var num *numberedCtx
+	var learn, hedgeLearn attemptLearner
 	if p.Limiter != nil {
 		learn = learnerOf(p.Limiter)
 	}
 	if h != nil {
-		c.hedging(&h.plan)
+		c.initHedging(&h.plan)
 		hedgeLearn = learnerOf(p.Hedge)
 	} else if p.NumberAttempts {
-		num = &numbered{Context: ctx}
+		num = &numberedCtx{Context: ctx}
 		fctx = num
 	}
 	for {
@@ -49,16 +49,16 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 		var err error
 		switch {
 		case h != nil:
-			c.started(now, false)
+			c.markStarted(now, false)
 			var handed bool
-			if err, handed = h.inline(n, now); handed {
+			if err, handed = h.runInline(n, now); handed {
 				return h.await()
 			}
 		case p.AttemptTimeout > 0:
 			if num != nil {
 				num.n.Store(int64(n))
 			}
-			err = attempt(fctx, now, p.AttemptTimeout, c.deadline, fn)
+			err = attemptWithTimeout(fctx, now, p.AttemptTimeout, c.deadline, fn)
 		default:
 			if num != nil {
 				num.n.Store(int64(n))
@@ -67,7 +67,7 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 		}
 		if learn != nil || hedgeLearn != nil {
 			now = time.Now()
-			for _, l := range [...]learner{hedgeLearn, learn} {
+			for _, l := range [...]attemptLearner{hedgeLearn, learn} {
 				if l != nil {
 					l.Learn(now.Sub(began), err)
 				}
@@ -78,8 +78,8 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 				return n, nil
 			}
 			now = time.Now()
-			c.observeAttempt(n, began, now, nil, false, step{}, false)
-			return c.end(now, nil)
+			c.observeAttempt(n, began, now, nil, false, retryStep{}, false)
+			return c.endCall(now, nil)
 		}
 		now = time.Now()
 		var at time.Time
@@ -88,52 +88,52 @@ func run(ctx context.Context, c *call, fn func(context.Context) error, h *hedged
 			// The rules land applies, for a call with one attempt in flight
 			// ever, with no call to make when nothing but the wait follows
 			// the decision.
-			s, reason, _, unknown := c.judge(err, now)
+			s, reason, _, unknown := c.judgeFailure(err, now)
 			if reason != nil {
-				c.observeAttempt(n, began, now, c.last, unknown, step{server: s.server}, false)
-				return c.end(now, reason)
+				c.observeAttempt(n, began, now, c.last, unknown, retryStep{server: s.server}, false)
+				return c.endCall(now, reason)
 			}
 			c.prev = s.wait
 			at = now.Add(s.wait)
 			if p.Limiter != nil || p.Budget != nil || c.observe != nil {
-				v := c.retry(n, began, now, false, unknown, s, now, at)
+				v := c.admitRetry(n, began, now, false, unknown, s, now, at)
 				if v.done {
-					return c.end(v.at, v.reason)
+					return c.endCall(v.at, v.reason)
 				}
 				at, r = v.at, v.r
 			}
 		} else {
-			v := c.land(n, began, now, now, false, err)
+			v := c.landAttempt(n, began, now, now, false, err)
 			if v.done {
-				return c.end(v.at, v.reason)
+				return c.endCall(v.at, v.reason)
 			}
 			at, r = v.at, v.r
 		}
 		// Without hooks of the user's (Observe, a Classifier, the Budget,
 		// Rand) or a Limiter, nothing between the reading of the clock after
 		// an attempt and a retry at once can take time worth charging to
-		// anyone, so that retry starts on that reading, and ready's rule is
+		// anyone, so that retry starts on that reading, and readyToStart's rule is
 		// checked on it; with any of them, it reads the clock again, so
 		// that their time is not charged to the next attempt.
 		after := now
 		if c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil {
 			after = time.Time{}
 		} else if !at.After(now) {
-			if reason := ready(ctx, p, now, c.deadline); reason != nil {
-				return c.end(now, reason)
+			if reason := readyToStart(ctx, p, now, c.deadline); reason != nil {
+				return c.endCall(now, reason)
 			}
 			continue
 		}
 		var reason error
-		if now, reason = c.wait(&r, at, after); reason != nil {
-			return c.end(now, reason)
+		if now, reason = c.waitForNext(&r, at, after); reason != nil {
+			return c.endCall(now, reason)
 		}
 	}
 }
 
-// attempt runs fn once, on a context bounded by timeout. The cancel is
+// attemptWithTimeout runs fn once, on a context bounded by timeout. The cancel is
 // deferred so that a panic in fn leaves no timer running.
-func attempt(ctx context.Context, now time.Time, timeout time.Duration, deadline time.Time, fn func(context.Context) error) error {
+func attemptWithTimeout(ctx context.Context, now time.Time, timeout time.Duration, deadline time.Time, fn func(context.Context) error) error {
 	actx, cancel := attemptContext(ctx, now, timeout, deadline)
 	if cancel == nil {
 		return fn(ctx)

@@ -131,8 +131,8 @@ func AttemptFrom(ctx context.Context) int {
 	if ctx == nil {
 		return 1
 	}
-	if n, ok := ctx.Value(attemptKey{}).(interface{ attempt() int }); ok {
-		return n.attempt()
+	if n, ok := ctx.Value(attemptKey{}).(interface{ attemptNumber() int }); ok {
+		return n.attemptNumber()
 	}
 	return 1
 }
@@ -140,18 +140,18 @@ func AttemptFrom(ctx context.Context) int {
 // attemptKey is the context key under which Do numbers its attempts.
 type attemptKey struct{}
 
-// numbered is the context Do gives fn once it numbers the attempts: the
+// numberedCtx is the context Do gives fn once it numbers the attempts: the
 // caller's, with the current attempt's number. One is made per call and its
 // number moves on with each attempt, so it is atomic: a goroutine that fn
 // started may still read it.
-type numbered struct {
+type numberedCtx struct {
 	context.Context
 	n atomic.Int64
 }
 
-func (c *numbered) attempt() int { return int(c.n.Load()) }
+func (c *numberedCtx) attemptNumber() int { return int(c.n.Load()) }
 
-func (c *numbered) Value(key any) any {
+func (c *numberedCtx) Value(key any) any {
 	if key == (attemptKey{}) {
 		return c
 	}

@@ -184,23 +184,23 @@ const (
 // A later Sequential or Once replaces an earlier one; a Policy does not
 // change it.
 var (
-	Sequential Option = repeats(1)
-	Once       Option = repeats(2)
+	Sequential Option = repeatRule(1)
+	Once       Option = repeatRule(2)
 )
 
-// repeats is what the work of a call may bear: 0 any number of attempts, at
+// repeatRule is what the work of a call may bear: 0 any number of attempts, at
 // once too; 1 one at a time (Sequential); 2 one that may have taken effect,
 // no more (Once).
-type repeats uint8
+type repeatRule uint8
 
-func (repeats) option() {}
+func (repeatRule) option() {}
 
 // policyInto applies the options in order into p, a zero Policy, and says
 // what the work may bear. It is a type switch, not an interface method
 // taking *Policy, so that the policy stays on the caller's stack, and it
 // writes the policy where the call keeps it, so that it is copied once.
-func policyInto(p *Policy, opts []Option) repeats {
-	var r repeats
+func policyInto(p *Policy, opts []Option) repeatRule {
+	var r repeatRule
 	for _, o := range opts {
 		switch o := o.(type) {
 		case Policy:
@@ -211,7 +211,7 @@ func policyInto(p *Policy, opts []Option) repeats {
 			} else {
 				*p = *o
 			}
-		case repeats:
+		case repeatRule:
 			r = o
 		}
 	}

@@ -36,14 +36,14 @@ import (
 // panic in fn propagates unchanged. A nil ctx counts as context.Background()
 // and a nil fn gives an error.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
-	var c call
+	var c callState
 	c.repeats = policyInto(&c.p, opts)
 	if c.p.Hedge != nil && c.repeats == 0 {
 		h := newHedged(fn, &c)
-		_, err := run(ctx, &h.c, fn, h)
+		_, err := runCall(ctx, &h.c, fn, h)
 		return err
 	}
-	_, err := run(ctx, &c, fn, nil)
+	_, err := runCall(ctx, &c, fn, nil)
 	return err
 }
 
@@ -66,16 +66,16 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 // dropped; release such values inside fn, or return ones that close.
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	var v T
-	var c call
+	var c callState
 	c.repeats = policyInto(&c.p, opts)
 	if fn == nil {
-		_, err := run(ctx, &c, nil, nil)
+		_, err := runCall(ctx, &c, nil, nil)
 		return v, err
 	}
 	if c.p.Hedge != nil && c.repeats == 0 {
 		return hedgedValue(ctx, &c, fn)
 	}
-	_, err := run(ctx, &c, func(ctx context.Context) error {
+	_, err := runCall(ctx, &c, func(ctx context.Context) error {
 		var err error
 		v, err = fn(ctx)
 		return err
@@ -89,7 +89,7 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 
 // hedgedValue is DoValue for a Policy that hedges: each attempt's value is
 // kept apart, the winner's is returned, and the others are released.
-func hedgedValue[T any](ctx context.Context, c *call, fn func(context.Context) (T, error)) (T, error) {
+func hedgedValue[T any](ctx context.Context, c *callState, fn func(context.Context) (T, error)) (T, error) {
 	type kept struct {
 		n int
 		v T
@@ -107,7 +107,7 @@ func hedgedValue[T any](ctx context.Context, c *call, fn func(context.Context) (
 		return err
 	}
 	h := newHedged(do, c)
-	winner, err := run(ctx, &h.c, do, h)
+	winner, err := runCall(ctx, &h.c, do, h)
 	var won T
 	mu.Lock()
 	defer mu.Unlock()
@@ -116,14 +116,14 @@ func hedgedValue[T any](ctx context.Context, c *call, fn func(context.Context) (
 			won = k.v
 			continue
 		}
-		release(k.v)
+		releaseValue(k.v)
 	}
 	return won, err
 }
 
-// release frees a value no one will read: an io.Closer is closed, and so is
+// releaseValue frees a value no one will read: an io.Closer is closed, and so is
 // an *http.Response's body.
-func release(v any) {
+func releaseValue(v any) {
 	if v == nil {
 		return
 	}
@@ -164,7 +164,7 @@ func Next(p Policy, attempt int, prev time.Duration, err error, now, deadline ti
 		return 0, ErrNotRetryable
 	}
 	f := inspect(err)
-	s, stop := decide(&p, attempt, prev, err, &f, now, deadline, u)
+	s, stop := decideNext(&p, attempt, prev, err, &f, now, deadline, u)
 	if stop != nil {
 		return 0, stop
 	}
@@ -190,14 +190,14 @@ func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
 	}
 	now := time.Now()
 	if p.Limiter == nil {
-		return ready(ctx, &p, now, deadline)
+		return readyToStart(ctx, &p, now, deadline)
 	}
-	r, at, booked, err := book(ctx, &p, now, deadline)
+	r, at, booked, err := bookAttempt(ctx, &p, now, deadline)
 	if err != nil {
 		return err
 	}
-	c := call{ctx: ctx, p: p, deadline: deadline}
-	_, err = c.wait(&r, at, booked)
+	c := callState{ctx: ctx, p: p, deadline: deadline}
+	_, err = c.waitForNext(&r, at, booked)
 	if c.timer != nil {
 		c.timer.Stop()
 	}

@@ -10,21 +10,24 @@ import (
 // below it:
 //
 //	retry.go     Do, DoValue, Next, Pace: the API
-//	loop.go      run: a call's attempts one at a time, on the caller's goroutine
+//	loop.go      runCall: a call's attempts one at a time, on the caller's goroutine
 //	hedge.go     the attempts in flight beside it once a hedge is due, on goroutines of their own
+//	cut.go       the context of a hedged attempt, which the call can cut
 //	schedule.go  the scheduler: every decision of a call, whoever runs its attempts
 //	...          the rules it applies: classify.go, backoff.go, jitter.go, limiter.go,
 //	             budget.go, deadline.go, observe.go, errors.go, policy.go
 //
 // Sequential retries are hedging with one attempt in flight: the scheduler
-// below judges the end of every attempt (land), plans the next one (plan),
-// and admits it when its time comes (fire), for run and for hedge.go alike.
+// below judges the end of every attempt (judgeFailure, landAttempt), admits
+// a retry (admitRetry) or plans a hedge (planHedge), and admits the planned
+// attempt when its time comes (waitForNext, fireNext), for runCall and for
+// hedge.go alike.
 
-// call is the state of one call to Do: what the scheduler knows of it.
-type call struct {
+// callState is the state of one callState to Do: what the scheduler knows of it.
+type callState struct {
 	p        Policy          // the call's own copy; first, so that its copy is aligned as the caller's
 	ctx      context.Context // the caller's
-	repeats  repeats         // what the work may bear (Sequential, Once)
+	repeats  repeatRule      // what the work may bear (Sequential, Once)
 	observe  func(context.Context, Event)
 	events   *eventQueue // set once the call's decisions are made off the caller's goroutine
 	start    time.Time
@@ -40,13 +43,13 @@ type call struct {
 	waitFrom time.Time
 	waitBy   uint8
 
-	h *plan // hedging's part of the schedule; nil when the call does not hedge
+	h *hedgePlan // hedging's part of the schedule; nil when the call does not hedge
 }
 
-// plan is the part of a hedged call's schedule that a call without hedging
+// hedgePlan is the part of a hedged call's schedule that a call without hedging
 // never needs: how many attempts are in flight, and when the next one
 // starts.
-type plan struct {
+type hedgePlan struct {
 	maxAttempts int // negative: no limit
 	maxInFlight int
 	inFlight    int // attempts started and not yet judged
@@ -80,13 +83,13 @@ type verdict struct {
 // starts the clock, paces the first attempt (which the budget never
 // refuses) and deposits in the Budget. It returns the time the first attempt
 // may start, or the call's error, Observe told.
-func (c *call) begin(fn func(context.Context) error) (now time.Time, err error) {
+func (c *callState) begin(fn func(context.Context) error) (now time.Time, err error) {
 	ctx, p := c.ctx, &c.p
 	if fn == nil {
-		return now, c.stop(time.Time{}, errNilFunc)
+		return now, c.stopCall(time.Time{}, errNilFunc)
 	}
 	if ctx.Err() != nil {
-		return now, c.stop(time.Time{}, context.Cause(ctx))
+		return now, c.stopCall(time.Time{}, context.Cause(ctx))
 	}
 	start := time.Now()
 	c.start = start
@@ -94,20 +97,20 @@ func (c *call) begin(fn func(context.Context) error) (now time.Time, err error) 
 	now = start
 	if p.Limiter != nil {
 		c.waitFrom, c.waitBy = start, waitByLimiter
-		r, at, booked, reason := book(ctx, p, now, c.deadline)
+		r, at, booked, reason := bookAttempt(ctx, p, now, c.deadline)
 		if reason == nil {
-			now, reason = c.wait(&r, at, booked)
+			now, reason = c.waitForNext(&r, at, booked)
 		}
 		if reason != nil {
-			return now, c.stop(time.Now(), reason)
+			return now, c.stopCall(time.Now(), reason)
 		}
 	} else if !c.deadline.IsZero() {
-		// ready's rule, for a context just found not done.
+		// readyToStart's rule, for a context just found not done.
 		if !now.Before(c.deadline) {
-			return now, c.stop(now, context.DeadlineExceeded)
+			return now, c.stopCall(now, context.DeadlineExceeded)
 		}
 		if !fits(now, 0, p.MinAttemptTime, c.deadline) {
-			return now, c.stop(now, ErrNoTimeLeft)
+			return now, c.stopCall(now, ErrNoTimeLeft)
 		}
 	}
 	if p.Budget != nil {
@@ -116,18 +119,18 @@ func (c *call) begin(fn func(context.Context) error) (now time.Time, err error) 
 	return now, nil
 }
 
-// rand returns the policy's source of uniform draws.
-func (c *call) rand() float64 {
+// draw returns the policy's source of uniform draws.
+func (c *callState) draw() float64 {
 	if c.p.Rand != nil {
 		return c.p.Rand()
 	}
 	return rand.Float64()
 }
 
-// hedging sets up the hedging part of the schedule, in h.
-func (c *call) hedging(h *plan) {
+// initHedging sets up the initHedging part of the schedule, in h.
+func (c *callState) initHedging(h *hedgePlan) {
 	p := &c.p
-	*h = plan{maxAttempts: p.MaxAttempts, maxInFlight: p.MaxInFlight}
+	*h = hedgePlan{maxAttempts: p.MaxAttempts, maxInFlight: p.MaxInFlight}
 	if h.maxAttempts == 0 {
 		h.maxAttempts = defaultMaxAttempts
 	}
@@ -137,8 +140,8 @@ func (c *call) hedging(h *plan) {
 	c.h = h
 }
 
-// started records that attempt c.attempts started at now.
-func (c *call) started(now time.Time, hedge bool) {
+// markStarted records that attempt c.attempts markStarted at now.
+func (c *callState) markStarted(now time.Time, hedge bool) {
 	if h := c.h; h != nil {
 		h.inFlight++
 		h.lastStart = now
@@ -148,11 +151,11 @@ func (c *call) started(now time.Time, hedge bool) {
 	}
 }
 
-// judge records the failure of an attempt at now with err, and decides what
+// judgeFailure records the failure of an attempt at now with err, and decides what
 // follows it by the policy's rules: the wait before the next attempt, or the
 // reason to stop (the caller's context first), whether the error forbade a
 // repeat, and whether the attempt's outcome is unknown.
-func (c *call) judge(err error, now time.Time) (s step, reason error, refused, unknown bool) {
+func (c *callState) judgeFailure(err error, now time.Time) (s retryStep, reason error, refused, unknown bool) {
 	c.last = unmark(err)
 	f := inspect(err) // one walk of the error tree serves every rule
 	if c.repeats == 2 && f.refusal == nil {
@@ -163,29 +166,29 @@ func (c *call) judge(err error, now time.Time) (s step, reason error, refused, u
 	if passed(c.ctx, now) {
 		return s, stopCause(c.ctx), false, unknown
 	}
-	s, reason = decide(&c.p, c.attempts, c.prev, err, &f, now, c.deadline, c.rand())
+	s, reason = decideNext(&c.p, c.attempts, c.prev, err, &f, now, c.deadline, c.draw())
 	return s, reason, f.refused, unknown
 }
 
-// land judges an attempt of a hedged call that has ended: attempt n, begun
+// landAttempt judges an attempt of a hedged call that has ended: attempt n, begun
 // at began, ended at end with err, a hedge or not; now is the time of the
 // judgement. A success wins the call. A failure is judged by the policy's
-// rules (judge) as in any call: with no other attempt in flight, a
-// retry is booked and its budget withdrawn (retry); with others in flight,
+// rules (judgeFailure) as in any call: with no other attempt in flight, a
+// retry is booked and its budget withdrawn (admitRetry); with others in flight,
 // an error that stops the call ends it, one after which no attempt may start
 // (attempts, time or the server's patience spent, or the error's own
 // Unrepeatable reason) lets them run and starts none, and a retryable one
 // lets them run and is replaced once its wait has passed.
-func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) verdict {
+func (c *callState) landAttempt(n int, began, end, now time.Time, hedge bool, err error) verdict {
 	h := c.h
 	h.inFlight--
 	if err == nil {
-		c.observeAttempt(n, began, end, nil, false, step{}, hedge)
+		c.observeAttempt(n, began, end, nil, false, retryStep{}, hedge)
 		return verdict{done: true, winner: n, at: now}
 	}
-	s, reason, refused, unknown := c.judge(err, now)
+	s, reason, refused, unknown := c.judgeFailure(err, now)
 	if reason != nil && passed(c.ctx, now) { // the caller's context ended: judge's first rule
-		c.observeAttempt(n, began, end, c.last, unknown, step{}, hedge)
+		c.observeAttempt(n, began, end, c.last, unknown, retryStep{}, hedge)
 		return verdict{done: true, reason: reason, at: now}
 	}
 	if reason == nil {
@@ -204,7 +207,7 @@ func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) ver
 		// An error's Unrepeatable reason forbids a repeat of the work, and
 		// those in flight have been sent already: cutting them would undo
 		// nothing, and one may still succeed.
-		c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
+		c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
 		if h.ended != nil {
 			reason = h.ended // the first end that allowed no more is why the call stopped
 		}
@@ -217,18 +220,18 @@ func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) ver
 		c.stopHedging()
 		return verdict{}
 	case reason != nil:
-		c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
+		c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
 		return verdict{done: true, reason: reason, at: now}
 	case h.inFlight > 0:
 		// Others are in flight: they go on, and the failed attempt is
 		// replaced as a retry would be, once its wait has passed, however
 		// long the hedge delay (gRFC A6's rule for a non-fatal status).
-		c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
-		c.plan(true)
+		c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
+		c.planHedge(true)
 		return verdict{}
 	case h.ended != nil:
 		// An earlier attempt's end allowed no more.
-		c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
+		c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
 		return verdict{done: true, reason: h.ended, at: now}
 	}
 	// None is in flight: a retry after its wait and every earlier failure's,
@@ -237,19 +240,19 @@ func (c *call) land(n int, began, end, now time.Time, hedge bool, err error) ver
 	if at.Before(h.notBefore) {
 		at = h.notBefore
 		if !fits(now, at.Sub(now), c.p.MinAttemptTime, c.deadline) {
-			c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
+			c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
 			return verdict{done: true, reason: ErrNoTimeLeft, at: now}
 		}
 	}
 	c.unbookNext()
-	return c.retry(n, began, end, hedge, unknown, s, now, at)
+	return c.admitRetry(n, began, end, hedge, unknown, s, now, at)
 }
 
-// retry admits the retry that follows attempt n's failure, planned for at:
+// admitRetry admits the admitRetry that follows attempt n's failure, planned for at:
 // the Limiter books it (a later start, if it says so), and the Budget, asked
-// last so that a retry refused for any other reason costs no token, grants
+// last so that a admitRetry refused for any other reason costs no token, grants
 // it. Observe then learns what follows the attempt.
-func (c *call) retry(n int, began, end time.Time, hedge, unknown bool, s step, now, at time.Time) verdict {
+func (c *callState) admitRetry(n int, began, end time.Time, hedge, unknown bool, s retryStep, now, at time.Time) verdict {
 	p := &c.p
 	var r Reservation
 	if p.Limiter != nil {
@@ -257,14 +260,14 @@ func (c *call) retry(n int, began, end time.Time, hedge, unknown bool, s step, n
 		// is for the end of the wait, and book has checked that a later
 		// start still fits.
 		var reason error
-		if r, at, _, reason = book(c.ctx, p, at, c.deadline); reason != nil {
-			c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
+		if r, at, _, reason = bookAttempt(c.ctx, p, at, c.deadline); reason != nil {
+			c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
 			return verdict{done: true, reason: reason, at: time.Now()}
 		}
 	}
 	if p.Budget != nil && !p.Budget.Withdraw(now) {
 		unbook(p, &r)
-		c.observeAttempt(n, began, end, c.last, unknown, step{server: s.server}, hedge)
+		c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
 		return verdict{done: true, reason: ErrBudgetExhausted, at: now}
 	}
 	if c.observe != nil {
@@ -275,12 +278,12 @@ func (c *call) retry(n int, began, end time.Time, hedge, unknown bool, s step, n
 	return verdict{retry: true, at: at, r: r}
 }
 
-// plan sets when the next hedge starts: a hedge delay after the last attempt
+// planHedge sets when the next hedge starts: a hedge delay after the last attempt
 // started, or, when it replaces an attempt that failed (replace), as soon as
 // that failure's wait has passed; never before the wait of any failure has
 // (a server's delay above all). None when no more attempts may start or none
 // is in flight to hedge.
-func (c *call) plan(replace bool) {
+func (c *callState) planHedge(replace bool) {
 	h := c.h
 	c.unbookNext()
 	h.gen++
@@ -291,7 +294,7 @@ func (c *call) plan(replace bool) {
 	}
 	at := h.notBefore
 	if !replace {
-		h.hedgeWait = max(c.p.Hedge.Delay(h.hedges+1, h.hedgeWait, unit(c.rand())), 0)
+		h.hedgeWait = max(c.p.Hedge.Delay(h.hedges+1, h.hedgeWait, unit(c.draw())), 0)
 		if next := h.lastStart.Add(h.hedgeWait); next.After(at) {
 			at = next
 		}
@@ -300,13 +303,13 @@ func (c *call) plan(replace bool) {
 }
 
 // stopHedging ends the hedging of the call: the attempts in flight go on.
-func (c *call) stopHedging() {
+func (c *callState) stopHedging() {
 	c.h.noMore = true
-	c.plan(false)
+	c.planHedge(false)
 }
 
 // unbookNext gives back the booking for the next attempt, if there is one.
-func (c *call) unbookNext() {
+func (c *callState) unbookNext() {
 	if h := c.h; h.booked {
 		c.p.Limiter.Cancel(h.booking)
 		h.booked = false
@@ -325,25 +328,25 @@ const (
 	fireStop                // the call stops: reason
 )
 
-// fire decides on the planned attempt, whose time has come: the retry, or
+// fireNext decides on the planned attempt, whose time has come: the retry, or
 // the hedge once the Limiter, the deadline and the Budget allow it. A hedge
 // they refuse ends the hedging, not the call. A hedge's booking is made by
-// the caller of fire (fireBook), so that a slow Limiter never holds up the
+// the caller of fireNext (fireBook), so that a slow Limiter never holds up the
 // attempts in flight; it comes back through booked.
-func (c *call) fire(now time.Time) (firing, error) {
+func (c *callState) fireNext(now time.Time) (firing, error) {
 	h, p := c.h, &c.p
-	if h.booked && late(&h.booking, now) {
+	if h.booked && tooLate(&h.booking, now) {
 		// Too late for the booking: book again, as a retry does.
 		c.unbookNext()
 	}
 	if h.nextRetry {
-		if reason := ready(c.ctx, p, now, c.deadline); reason != nil {
+		if reason := readyToStart(c.ctx, p, now, c.deadline); reason != nil {
 			return fireStop, reason
 		}
 		if p.Limiter != nil && !h.booked {
 			// A booking given back after a late wake: book again, and wait
 			// for it.
-			r, at, _, reason := book(c.ctx, p, now, c.deadline)
+			r, at, _, reason := bookAttempt(c.ctx, p, now, c.deadline)
 			if reason != nil {
 				return fireStop, reason
 			}
@@ -366,12 +369,12 @@ func (c *call) fire(now time.Time) (firing, error) {
 	return c.admitHedge(now)
 }
 
-// booked takes the booking of a hedge, asked for by the plan of generation
+// hedgeBooked takes the booking of a hedge, asked for by the plan of generation
 // gen (fireBook), and says what follows: the hedge starts now, or at its
 // booking's start, or not at all. A booking for a plan that has changed
 // since (an attempt ended meanwhile) is given back: the new plan books
 // afresh when its time comes. A booking refused ends the hedging.
-func (c *call) booked(gen uint64, r Reservation, at time.Time, err error) (firing, error) {
+func (c *callState) hedgeBooked(gen uint64, r Reservation, at time.Time, err error) (firing, error) {
 	h := c.h
 	h.asking = false
 	switch {
@@ -397,7 +400,7 @@ func (c *call) booked(gen uint64, r Reservation, at time.Time, err error) (firin
 
 // admitHedge makes the last checks of a hedge about to start: it fits
 // MinAttemptTime before the deadline, and the Budget grants it.
-func (c *call) admitHedge(now time.Time) (firing, error) {
+func (c *callState) admitHedge(now time.Time) (firing, error) {
 	h, p := c.h, &c.p
 	if !fits(now, 0, p.MinAttemptTime, c.deadline) || (p.Budget != nil && !p.Budget.Withdraw(now)) {
 		c.stopHedging()
@@ -408,13 +411,13 @@ func (c *call) admitHedge(now time.Time) (firing, error) {
 	return fireHedge, nil
 }
 
-// book reserves the next attempt, planned for at, on p's Limiter, and
+// bookAttempt reserves the next attempt, planned for at, on p's Limiter, and
 // returns the booking, the time the attempt will start (the later of at and
 // the booking's Start) and the time it read after booking. It stops, giving
 // the booking back, when that start would not leave MinAttemptTime before
 // the deadline; the time the booking took counts. When ctx ends during a
 // booking that needed a round trip, the reason is ctx's.
-func book(ctx context.Context, p *Policy, at, deadline time.Time) (Reservation, time.Time, time.Time, error) {
+func bookAttempt(ctx context.Context, p *Policy, at, deadline time.Time) (Reservation, time.Time, time.Time, error) {
 	r, err := p.Limiter.Reserve(ctx, at)
 	now := time.Now()
 	if err != nil {
@@ -440,29 +443,29 @@ func unbook(p *Policy, r *Reservation) {
 	}
 }
 
-// wait waits on the call's one timer until at, the start of the next
+// waitForNext waits on the call's one timer until at, the start of the next
 // attempt, booked as r when the Policy has a Limiter, and returns the time
 // the attempt starts, or the reason not to start it, with r given back: the
 // caller's context ended, or the attempt would no longer leave
-// MinAttemptTime before the deadline (see ready). now, if not zero, is the
-// time just read, which spares a read when no wait is due.
+// MinAttemptTime before the deadline (see readyToStart). now, if not zero, is the
+// time just read, which spares a read when no waitForNext is due.
 //
 // An attempt starts on its booking only while it is no later than the
 // booking's Slack after the booking's Start: attempts that start later than
 // their slots, together, would start in a burst above the limit. So a
 // booking whose Start is further ahead of at than its Slack (a retry whose
-// wait is longer than a Limiter books ahead, a booking granted at once for
+// waitForNext is longer than a Limiter books ahead, a booking granted at once for
 // a retry that waits) is given back at once, while its slot can still serve
-// another call, and the attempt books again when its wait is over; and a
-// wait that ends later than the Slack allows (a stalled process) books
+// another call, and the attempt books again when its waitForNext is over; and a
+// waitForNext that ends later than the Slack allows (a stalled process) books
 // again from the time it woke. Either way it then waits for that booking:
-// calls that failed together and wait alike (a constant backoff, a server's
+// calls that failed together and waitForNext alike (a constant backoff, a server's
 // Retry-After) start spaced as the Limiter says, not together. The deadline
 // was checked from the planned time when the retry was decided.
-func (c *call) wait(r *Reservation, at, now time.Time) (time.Time, error) {
+func (c *callState) waitForNext(r *Reservation, at, now time.Time) (time.Time, error) {
 	ctx, p := c.ctx, &c.p
 	held := p.Limiter != nil // r is a booking to give back if the attempt will not start
-	if held && late(r, at) {
+	if held && tooLate(r, at) {
 		p.Limiter.Cancel(*r)
 		held = false
 	}
@@ -474,20 +477,20 @@ func (c *call) wait(r *Reservation, at, now time.Time) (time.Time, error) {
 			}
 			return now, stopCause(ctx)
 		}
-		if p.Limiter != nil && (!held || late(r, now)) {
+		if p.Limiter != nil && (!held || tooLate(r, now)) {
 			if held {
 				p.Limiter.Cancel(*r)
 			}
 			var err error
-			if *r, at, now, err = book(ctx, p, now, c.deadline); err != nil {
+			if *r, at, now, err = bookAttempt(ctx, p, now, c.deadline); err != nil {
 				return now, err
 			}
 			held = true
-			if !late(r, at) {
+			if !tooLate(r, at) {
 				continue // wait for the new booking's start, if it is later
 			}
 		}
-		if reason := ready(ctx, p, now, c.deadline); reason != nil {
+		if reason := readyToStart(ctx, p, now, c.deadline); reason != nil {
 			if held {
 				p.Limiter.Cancel(*r)
 			}
@@ -497,10 +500,10 @@ func (c *call) wait(r *Reservation, at, now time.Time) (time.Time, error) {
 	}
 }
 
-// late reports whether an attempt that starts at t is later than booking r
+// tooLate reports whether an attempt that starts at t is later than booking r
 // allows: more than its Slack after its Start. A Slack of 0 holds however
-// late.
-func late(r *Reservation, t time.Time) bool {
+// tooLate.
+func tooLate(r *Reservation, t time.Time) bool {
 	return r.Slack > 0 && t.Sub(r.Start) > r.Slack
 }
 
@@ -511,7 +514,7 @@ func late(r *Reservation, t time.Time) bool {
 // read; a wait that seems due from it is measured again from a fresh
 // reading, so that a wait shorter than the work since that reading (a
 // nanosecond's backoff) needs no timer.
-func (c *call) sleepUntil(at, now time.Time) (time.Time, bool) {
+func (c *callState) sleepUntil(at, now time.Time) (time.Time, bool) {
 	if now.IsZero() || at.After(now) {
 		now = time.Now()
 	}
@@ -533,10 +536,10 @@ func (c *call) sleepUntil(at, now time.Time) (time.Time, bool) {
 	}
 }
 
-// ready is the one rule for every attempt, checked as it is about to start,
+// readyToStart is the one rule for every attempt, checked as it is about to start,
 // after any wait and hook: the caller's context has not ended nor its
 // deadline come, and MinAttemptTime fits before the deadline.
-func ready(ctx context.Context, p *Policy, now, deadline time.Time) error {
+func readyToStart(ctx context.Context, p *Policy, now, deadline time.Time) error {
 	if passed(ctx, now) {
 		return stopCause(ctx)
 	}
@@ -546,18 +549,18 @@ func ready(ctx context.Context, p *Policy, now, deadline time.Time) error {
 	return nil
 }
 
-// end ends the call as stop does, and returns the number of the attempt that
+// endCall ends the call as stop does, and returns the number of the attempt that
 // succeeded (the last one made), or the error.
-func (c *call) end(now time.Time, reason error) (int, error) {
-	if err := c.stop(now, reason); err != nil {
+func (c *callState) endCall(now time.Time, reason error) (int, error) {
+	if err := c.stopCall(now, reason); err != nil {
 		return 0, err
 	}
 	return c.attempts, nil
 }
 
-// stop ends the call: it builds the *Error for reason (nil for success,
+// stopCall ends the call: it builds the *Error for reason (nil for success,
 // which returns nil) and tells Observe.
-func (c *call) stop(now time.Time, reason error) error {
+func (c *callState) stopCall(now time.Time, reason error) error {
 	var err error
 	var elapsed time.Duration
 	if !c.start.IsZero() {
@@ -581,7 +584,7 @@ func (c *call) stop(now time.Time, reason error) error {
 			Reason:         reason,
 			OutcomeUnknown: c.unknown,
 		}
-		c.waited(&e, now)
+		c.markWaited(&e, now)
 		c.emit(e)
 	}
 	return err
@@ -590,7 +593,7 @@ func (c *call) stop(now time.Time, reason error) error {
 // emit tells Observe of e: at once on the caller's goroutine, or, once the
 // call's decisions are made on another, through the queue that the caller's
 // goroutine reads.
-func (c *call) emit(e Event) {
+func (c *callState) emit(e Event) {
 	if c.events != nil {
 		c.events.push(e)
 		return
@@ -598,9 +601,9 @@ func (c *call) emit(e Event) {
 	c.observe(c.ctx, e)
 }
 
-// waited sets e's Waited to the time since the pending wait began, if one
+// markWaited sets e's Waited to the time since the pending wait began, if one
 // did, and ends it.
-func (c *call) waited(e *Event, now time.Time) {
+func (c *callState) markWaited(e *Event, now time.Time) {
 	if c.waitFrom.IsZero() {
 		return
 	}
@@ -613,13 +616,13 @@ func (c *call) waited(e *Event, now time.Time) {
 // observeAttempt tells Observe, if set, how attempt n, which began at began
 // and ended at end, went, and what follows it. It is small enough to be
 // inlined, so that a call without Observe pays nothing for it.
-func (c *call) observeAttempt(n int, began, end time.Time, err error, unknown bool, s step, hedge bool) {
+func (c *callState) observeAttempt(n int, began, end time.Time, err error, unknown bool, s retryStep, hedge bool) {
 	if c.observe != nil {
 		c.tellAttempt(n, began, end, err, unknown, s, hedge)
 	}
 }
 
-func (c *call) tellAttempt(n int, began, end time.Time, err error, unknown bool, s step, hedge bool) {
+func (c *callState) tellAttempt(n int, began, end time.Time, err error, unknown bool, s retryStep, hedge bool) {
 	e := Event{
 		Attempt:        n,
 		Err:            err,
@@ -633,23 +636,23 @@ func (c *call) tellAttempt(n int, began, end time.Time, err error, unknown bool,
 		Hedge:          hedge,
 	}
 	if !hedge {
-		c.waited(&e, began)
+		c.markWaited(&e, began)
 	}
 	c.emit(e)
 }
 
-// step is the decision after a failed attempt, with what made it.
-type step struct {
+// retryStep is the decision after a failed attempt, with what made it.
+type retryStep struct {
 	retry   bool          // a retry follows (set by the loop, after its own checks)
 	wait    time.Duration // until the next attempt
 	backoff time.Duration // the policy's backoff for this retry
 	server  time.Duration // the server's requested delay; 0 if none
 }
 
-// decide is Next for a non-nil err whose facts are f, with the parts of the
+// decideNext is Next for a non-nil err whose facts are f, with the parts of the
 // wait kept apart for Observe.
-func decide(p *Policy, attempt int, prev time.Duration, err error, f *facts, now, deadline time.Time, u float64) (step, error) {
-	var s step
+func decideNext(p *Policy, attempt int, prev time.Duration, err error, f *facts, now, deadline time.Time, u float64) (retryStep, error) {
+	var s retryStep
 	if reason := classify(p.Classifier, err, f); reason != nil {
 		return s, reason
 	}
