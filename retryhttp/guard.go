@@ -14,18 +14,11 @@ import (
 // lives on until the body is read to its end or closed, so that the caller
 // reads the body of the returned response at its own pace. The guard is
 // then the response's body, to release the context.
-//
-// For a hedged call it also detaches the attempt from the core's context for
-// it, which the core ends as the attempt returns (a winner's included) or
-// when another attempt wins: the round trip runs on the request's own
-// context, with the attempt's values, and the guard passes the core's
-// cancellation on only until the response arrives (unlink), so that the
-// winner's body can be read after RoundTrip returns.
+
 type guard struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer // nil without a timeout
-	unlink func() bool // nil unless detached; stops passing the attempt's cancellation on
 	body   io.ReadCloser
 }
 
@@ -37,25 +30,6 @@ func newGuard(parent context.Context, timeout time.Duration) *guard {
 	}
 	return g
 }
-
-// newDetachedGuard is a guard for an attempt of a hedged call: it runs on req
-// (the request's own context, which bounds the whole call), takes its values
-// from attempt (the core's context for the attempt: its number), and ends
-// when attempt does, until the response arrives.
-func newDetachedGuard(req, attempt context.Context, timeout time.Duration) *guard {
-	g := newGuard(detached{Context: req, values: attempt}, timeout)
-	g.unlink = context.AfterFunc(attempt, func() { g.cancel(context.Cause(attempt)) })
-	return g
-}
-
-// detached is a context that ends as Context does, with the values of
-// values.
-type detached struct {
-	context.Context
-	values context.Context
-}
-
-func (d detached) Value(key any) any { return d.values.Value(key) }
 
 // errAttemptTimeout ends an attempt whose response headers did not arrive
 // within Policy.AttemptTimeout. It is a timeout, as the core's own attempt
@@ -81,13 +55,10 @@ func (g *guard) release() {
 	g.cancel(nil)
 }
 
-// stop stops the timer and the passing on of the attempt's cancellation,
-// and reports which had already fired: the attempt timed out, or the core
-// ended it (another attempt won, or the call stopped).
-func (g *guard) stop() (expired, cut bool) {
-	expired = g.timer != nil && !g.timer.Stop()
-	cut = g.unlink != nil && !g.unlink()
-	return expired, cut
+// stop stops the timer, and reports whether it had already fired: the
+// attempt timed out.
+func (g *guard) stop() (expired bool) {
+	return g.timer != nil && !g.timer.Stop()
 }
 
 // Read reads the body; at its end, or on any error, the context is
@@ -124,19 +95,7 @@ func (g rwGuard) Write(p []byte) (int, error) { return g.w.Write(p) }
 // the context now, and a response that arrived as the timer fired (its body
 // is being cut) counts as a timeout.
 func (g *guard) settle(resp *http.Response, err error) (*http.Response, error) {
-	expired, cut := g.stop()
-	if cut && !expired {
-		// The core ended the attempt as its answer came: it lost, or the
-		// call stopped. Its response is not wanted.
-		g.release()
-		if err == nil {
-			if resp.Body != nil {
-				resp.Body.Close()
-			}
-			return nil, context.Cause(g.ctx)
-		}
-		return nil, err
-	}
+	expired := g.stop()
 	if err == nil && !expired {
 		if resp.Body == nil || resp.Body == http.NoBody {
 			g.release()

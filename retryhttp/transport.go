@@ -261,7 +261,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	case c.refusal == nil:
 		bears = nil
 	}
-	c.hedged = c.policy.Hedge != nil && bears == nil
 
 	err = retry.Do(ctx, c.attempt, &c.policy, bears) // a nil Option changes nothing
 	if c.attempts.Load() == 0 {
@@ -412,7 +411,6 @@ type call struct {
 	observe func(context.Context, retry.Event) // the user's
 	obsCtx  context.Context                    // the request's context, with the request
 	refusal error                              // why req may not be repeated; nil if it may
-	hedged  bool                               // the core may run several attempts at once
 
 	attempts atomic.Int32 // attempts made
 
@@ -455,13 +453,7 @@ func (c *call) attempt(ctx context.Context) error {
 		// attempt, and its error is the caller's, as in the core.
 		timeout = 0
 	}
-	switch {
-	case c.hedged:
-		// The core ends a hedged attempt's context as the attempt returns:
-		// a winner's body must outlive it.
-		g = newDetachedGuard(c.req.Context(), ctx, timeout)
-		ctx = g.ctx
-	case timeout > 0:
+	if timeout > 0 {
 		g = newGuard(ctx, timeout)
 		ctx = g.ctx
 	}
@@ -489,6 +481,11 @@ func (c *call) attempt(ctx context.Context) error {
 	}
 	if g != nil {
 		resp, err = g.settle(resp, err)
+	}
+	if err == nil && ctx.Err() != nil && c.req.Context().Err() == nil {
+		// The core cut the attempt as its answer came: another attempt of
+		// a hedged call won, or the call stopped. The answer is not wanted.
+		err = ctx.Err()
 	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
