@@ -88,7 +88,7 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 			// The rules land applies, for a call with one attempt in flight
 			// ever, with no call to make when nothing but the wait follows
 			// the decision.
-			s, reason, _, unknown := c.judgeFailure(err, now)
+			s, _, unknown, reason := c.judgeFailure(err, now)
 			if reason != nil {
 				c.observeAttempt(n, began, now, c.last, unknown, retryStep{server: s.server}, false)
 				return c.endCall(now, reason)

@@ -155,7 +155,7 @@ func (c *callState) markStarted(now time.Time, hedge bool) {
 // follows it by the policy's rules: the wait before the next attempt, or the
 // reason to stop (the caller's context first), whether the error forbade a
 // repeat, and whether the attempt's outcome is unknown.
-func (c *callState) judgeFailure(err error, now time.Time) (s retryStep, reason error, refused, unknown bool) {
+func (c *callState) judgeFailure(err error, now time.Time) (s retryStep, refused, unknown bool, reason error) {
 	c.last = unmark(err)
 	f := inspect(err) // one walk of the error tree serves every rule
 	if c.repeats == 2 && f.refusal == nil {
@@ -164,10 +164,10 @@ func (c *callState) judgeFailure(err error, now time.Time) (s retryStep, reason 
 	unknown = f.outcomeUnknown()
 	c.unknown = c.unknown || unknown
 	if passed(c.ctx, now) {
-		return s, stopCause(c.ctx), false, unknown
+		return s, false, unknown, stopCause(c.ctx)
 	}
 	s, reason = decideNext(&c.p, c.attempts, c.prev, err, &f, now, c.deadline, c.draw())
-	return s, reason, f.refused, unknown
+	return s, f.refused, unknown, reason
 }
 
 // landAttempt judges an attempt of a hedged call that has ended: attempt n, begun
@@ -186,7 +186,7 @@ func (c *callState) landAttempt(n int, began, end, now time.Time, hedge bool, er
 		c.observeAttempt(n, began, end, nil, false, retryStep{}, hedge)
 		return verdict{done: true, winner: n, at: now}
 	}
-	s, reason, refused, unknown := c.judgeFailure(err, now)
+	s, refused, unknown, reason := c.judgeFailure(err, now)
 	if reason != nil && passed(c.ctx, now) { // the caller's context ended: judge's first rule
 		c.observeAttempt(n, began, end, c.last, unknown, retryStep{}, hedge)
 		return verdict{done: true, reason: reason, at: now}
