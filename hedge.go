@@ -33,18 +33,19 @@ type hedgedCall struct {
 	plan hedgePlan // c.h
 	fn   func(context.Context) error
 
-	mu       sync.Mutex
-	flights  []flightAttempt
-	one      [1]flightAttempt  // flights' room for the usual single attempt
-	due      *time.Timer       // the hedge timer of the attempt on the caller's goroutine
-	landings chan attemptEnd   // made once a hedge is due
-	bookings chan hedgeBooking // a hedge's booking, asked for off the coordinator's loop
-	bookCtx  context.Context
-	bookStop context.CancelFunc
-	queue    *eventQueue // Observe's events, for the caller's goroutine
-	over     bool        // the call has ended: a booking that comes back is given back
-	done     chan struct{}
-	result   hedgedResult
+	mu         sync.Mutex
+	flights    []flightAttempt
+	one        [1]flightAttempt  // flights' room for the usual single attempt
+	due        *time.Timer       // the hedge timer of the attempt on the caller's goroutine
+	landings   chan attemptEnd   // made once a hedge is due
+	bookings   chan hedgeBooking // a hedge's booking, asked for off the coordinator's loop
+	bookCtx    context.Context
+	bookStop   context.CancelFunc
+	queue      *eventQueue // Observe's events, for the caller's goroutine
+	over       bool        // the call has ended: a booking that comes back is given back
+	wonByHedge bool        // a hedge won the call
+	done       chan struct{}
+	result     hedgedResult
 }
 
 // flightAttempt is an attempt that has started and not ended.
@@ -218,7 +219,11 @@ func (h *hedgedCall) await() (int, error) {
 		}
 		buf = h.queue.take(buf)
 		for _, e := range buf {
-			h.c.observe(h.c.ctx, e)
+			ctx := h.c.ctx
+			if e.Done && h.wonByHedge {
+				ctx = context.WithValue(ctx, hedgeWonKey{}, true) // see HedgeWon
+			}
+			h.c.observe(ctx, e)
 		}
 	}
 	var signal chan struct{}
@@ -376,7 +381,9 @@ func (h *hedgedCall) landFlight(l attemptEnd) bool {
 		}
 	}
 	v := c.landAttempt(l.n, f.began, l.end, time.Now(), f.hedge, l.err)
-	f.releaseFlight(l.err == nil && v.done && v.reason == nil)
+	won := l.err == nil && v.done && v.reason == nil
+	f.releaseFlight(won)
+	h.wonByHedge = won && f.hedge // read by the caller's goroutine once the Done event is queued
 	if v.done {
 		h.finishHedged(v.at, v.reason, v.winner)
 		return true

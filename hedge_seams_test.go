@@ -250,3 +250,34 @@ func TestHedgeFatalAnswerKept(t *testing.T) {
 		assert.True(t, events[2].Done)
 	})
 }
+
+// HedgeWon tells Observe, with the Done event, that a hedge won the call;
+// the events themselves stay as they are.
+func TestHedgeWonSeenByObserve(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, hedgeWins := range []bool{true, false} {
+			var won, others bool
+			err := retry.Do(t.Context(), func(ctx context.Context) error {
+				if slow := retry.AttemptFrom(ctx) == 1; slow == hedgeWins {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+				return nil
+			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: func(ctx context.Context, e retry.Event) {
+				if e.Done {
+					won = retry.HedgeWon(ctx)
+				} else {
+					others = others || retry.HedgeWon(ctx)
+				}
+			}})
+			require.NoError(t, err)
+			assert.Equal(t, hedgeWins, won, "HedgeWon on Done when the hedge wins: %v", hedgeWins)
+			assert.False(t, others, "HedgeWon on an attempt's event")
+		}
+		assert.False(t, retry.HedgeWon(t.Context()))
+	})
+}

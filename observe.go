@@ -137,6 +137,20 @@ func AttemptFrom(ctx context.Context) int {
 	return 1
 }
 
+// HedgeWon reports whether ctx is the context that Observe received with
+// the Done event of a call that a hedge won: the call succeeded, and the
+// attempt that won it started as a hedge (see Policy.Hedge). It is false for
+// every other context and event. With it an observer counts the calls that
+// hedges won, which the events alone cannot tell apart when calls share a
+// context.
+func HedgeWon(ctx context.Context) bool {
+	won, _ := ctx.Value(hedgeWonKey{}).(bool)
+	return won
+}
+
+// hedgeWonKey is the context key under which Observe learns that a hedge won.
+type hedgeWonKey struct{}
+
 // attemptKey is the context key under which Do numbers its attempts.
 type attemptKey struct{}
 

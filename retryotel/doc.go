@@ -48,9 +48,10 @@
 //     by the policy's Budget, when it has a Balance() float64 method as
 //     [retry.TokenBucket] does.
 //
-// retry.result is one of "success_first_attempt", "success_after_retry"
-// (a success of a call that made more than one attempt: under hedging, its
-// hedges count, whichever attempt won), or the stop reason, read from the
+// retry.result is one of "success_first_attempt", "success_after_hedge" (a
+// success that a hedge won: see [retry.HedgeWon]), "success_after_retry" (a
+// success of a call that made more than one attempt, hedges included, which
+// no hedge won), or the stop reason, read from the
 // call's own reason ([retry.Event].Reason), never from the state of its
 // context as the call ends:
 //

@@ -139,3 +139,31 @@ func TestHedgingLoadFromTheMetrics(t *testing.T) {
 		assert.Equal(t, int64(3), counted["retry.attempt.kind=hedge"], "every hedge won its call")
 	})
 }
+
+// A call that a hedge won is counted as such: retry.result is
+// "success_after_hedge", while a hedged call that its original won, or one
+// a retry won, keeps its result.
+func TestCallWonByHedge(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tl := newTelemetry(t)
+		policy := tl.instrument(retry.Policy{
+			Backoff:        retry.Constant(0),
+			Hedge:          retry.Constant(100 * time.Millisecond),
+			NumberAttempts: true,
+		})
+		for _, fn := range []func(context.Context) error{
+			attempts([]time.Duration{stall}, nil),                         // the hedge wins
+			attempts([]time.Duration{150 * time.Millisecond, stall}, nil), // the original wins
+			attempts(nil, []error{errReset}),                              // a retry wins, no hedge
+			attempts(nil, nil),                                            // the original, at once
+		} {
+			require.NoError(t, retry.Do(t.Context(), fn, policy))
+		}
+		assert.Equal(t, map[string]int64{
+			"retry.result=success_after_hedge":   1,
+			"retry.result=success_after_retry":   2,
+			"retry.result=success_first_attempt": 1,
+		}, tl.collect(t).sums(t, "retry.calls"))
+	})
+}

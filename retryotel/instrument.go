@@ -141,6 +141,7 @@ func kindOf(e retry.Event) int {
 const (
 	resultSuccessFirst = iota
 	resultSuccessRetried
+	resultSuccessHedged
 	resultExhausted
 	resultNotRetryable
 	resultAlreadyRetried
@@ -158,6 +159,7 @@ const (
 var resultNames = [numResults]string{
 	"success_first_attempt",
 	"success_after_retry",
+	"success_after_hedge",
 	"exhausted",
 	"not_retryable",
 	"already_retried",
@@ -405,6 +407,9 @@ func result(ctx context.Context, e retry.Event) int {
 	case nil:
 		if e.Err != nil {
 			return resultOther // not from retry.Do, which always gives a failure a Reason
+		}
+		if retry.HedgeWon(ctx) {
+			return resultSuccessHedged
 		}
 		if e.Attempt > 1 {
 			return resultSuccessRetried
