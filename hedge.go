@@ -93,13 +93,19 @@ func newHedged(fn func(context.Context) error, c *callState) *hedgedCall {
 // startFlight records attempt n, starting at now, as in flight, on a context of
 // its own that the call can cut, and returns it.
 func (h *hedgedCall) startFlight(n int, now time.Time, hedge bool) flightAttempt {
-	c := &h.c
-	parent, cancel := attemptContext(c.ctx, now, c.p.AttemptTimeout, c.deadline)
-	f := flightAttempt{n: n, began: now, hedge: hedge, ctx: &cutCtx{Context: parent, n: n}, timeout: cancel}
+	f := h.newFlight(n, now, hedge)
 	h.mu.Lock()
 	h.flights = append(h.flights, f)
 	h.mu.Unlock()
 	return f
+}
+
+// newFlight makes attempt n, starting at now, with a context of its own
+// that the call can cut.
+func (h *hedgedCall) newFlight(n int, now time.Time, hedge bool) flightAttempt {
+	c := &h.c
+	parent, cancel := attemptContext(c.ctx, now, c.p.AttemptTimeout, c.deadline)
+	return flightAttempt{n: n, began: now, hedge: hedge, ctx: &cutCtx{Context: parent, n: n}, timeout: cancel}
 }
 
 // takeFlight removes attempt n from the flights.
@@ -139,10 +145,11 @@ func (f flightAttempt) releaseFlight(won bool) {
 // outcome.
 func (h *hedgedCall) runInline(n int, now time.Time) (err error, handed bool) {
 	c := &h.c
-	f := h.startFlight(n, now, false)
+	f := h.newFlight(n, now, false)
 	// The coordinator reads the call's state once the timer fires: the lock
 	// orders what is written here before it.
 	h.mu.Lock()
+	h.flights = append(h.flights, f)
 	c.planHedge(false)
 	armed := !c.h.next.IsZero()
 	if armed {
@@ -166,7 +173,7 @@ func (h *hedgedCall) runInline(n int, now time.Time) (err error, handed bool) {
 		h.handOver(attemptEnd{n: n, err: err, end: time.Now()})
 		return nil, true
 	}
-	h.takeFlight(n)
+	h.flights = h.flights[:0] // no hedge came due: this was the only attempt in flight, and no other goroutine runs
 	f.releaseFlight(err == nil)
 	return err, false
 }
