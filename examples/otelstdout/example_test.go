@@ -57,7 +57,7 @@ func Example() {
 	// 			"Metrics": [
 	// 				{
 	// 					"Name": "retry.attempts",
-	// 					"Description": "Attempts made, the first of each call (original) and the retries.",
+	// 					"Description": "Attempts made: the first of each call (original), the retries and the hedges.",
 	// 					"Unit": "{attempt}",
 	// 					"Data": {
 	// 						"DataPoints": [
