@@ -227,7 +227,7 @@ func newObserver(c config, user func(context.Context, retry.Event)) *observer {
 		metric.WithDescription("Attempts made: the first of each call (original), the retries and the hedges."))
 	handle(err)
 	o.calls, err = m.Int64Counter(callsName, metric.WithUnit("{call}"),
-		metric.WithDescription("Calls ended, by result: success at once, success after retries, or why retrying stopped."))
+		metric.WithDescription("Calls ended, by result: success at once, won by a hedge or after retries, or why retrying stopped."))
 	handle(err)
 	o.callAttempts, err = m.Int64Histogram(callAttemptsName, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts made by each call."),

@@ -96,7 +96,7 @@ func Example() {
 	// 				},
 	// 				{
 	// 					"Name": "retry.calls",
-	// 					"Description": "Calls ended, by result: success at once, success after retries, or why retrying stopped.",
+	// 					"Description": "Calls ended, by result: success at once, won by a hedge or after retries, or why retrying stopped.",
 	// 					"Unit": "{call}",
 	// 					"Data": {
 	// 						"DataPoints": [
