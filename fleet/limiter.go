@@ -75,6 +75,18 @@ const (
 	// each waiting Timeout for a store that is down. The first booking after
 	// the pause asks the store again.
 	pause = time.Second
+
+	// maxInterval is the longest emission interval, about 36 years: a
+	// lower rate counts as one slot per maxInterval. It keeps every sum of
+	// the schedule (the store's now, plus a wait, the tolerance and a
+	// batch's span) inside an int64 of nanoseconds, where a rate such as
+	// rate.Every(math.MaxInt64) would make the interval wrap to a negative
+	// duration and admit everything.
+	maxInterval = time.Duration(1) << 60
+
+	// maxAhead is the furthest ahead of now a booking is placed (after),
+	// the tolerance included: a quarter of the int64 range, about 73 years.
+	maxAhead = time.Duration(math.MaxInt64 / 4)
 )
 
 // Limiter is a [retry.Limiter] whose rate is shared by every process that
@@ -160,7 +172,9 @@ type Limiter struct {
 // A rate of rate.Inf makes every booking start at once, without a round
 // trip. A rate of 0 or less (or NaN), or a burst below 1, admits nothing:
 // every Reserve fails with an error that says so. A rate above 1e9 counts as
-// 1e9 (a slot every nanosecond).
+// 1e9 (a slot every nanosecond), and one below a slot every 2^60ns (about 36
+// years, such as rate.Every(math.MaxInt64)) as a slot every 2^60ns: its
+// burst, then nothing for decades.
 func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
 	var o Options
 	if opts != nil {
@@ -179,8 +193,11 @@ func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
 		return l
 	}
 	l.rate = min(float64(r), 1e9)
-	interval := time.Duration(math.Max(1, math.Round(float64(time.Second)/l.rate)))
-	tolerance := time.Duration(math.Min(float64(burst-1)*float64(interval), math.MaxInt64/4))
+	// Clamp in float64 before converting: a float64 above the int64 range
+	// converts to a negative Duration.
+	interval := time.Duration(math.Min(math.Max(1, math.Round(float64(time.Second)/l.rate)), float64(maxInterval)))
+	l.rate = max(l.rate, float64(time.Second)/float64(maxInterval))
+	tolerance := time.Duration(math.Min(float64(burst-1)*float64(interval), float64(maxAhead)))
 	l.sched = Schedule{Interval: interval, Tolerance: tolerance}
 	l.maxAfter = max(tolerance, interval)
 	l.slack = max(tolerance+interval, time.Millisecond)
@@ -189,7 +206,7 @@ func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
 	if l.timeout <= 0 {
 		l.timeout = defaultTimeout
 	}
-	l.horizon = o.Horizon
+	l.horizon = min(o.Horizon, maxInterval)
 	if l.horizon == 0 {
 		l.horizon = defaultHorizon
 	}
@@ -438,7 +455,7 @@ func (l *Limiter) reservation(ref *slotRef) retry.Reservation {
 func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 	f := &flight{done: make(chan struct{}), n: l.size(now, l.backlog+1), after: want.Sub(now)}
 	if d := l.resume.Sub(now); d > f.after {
-		f.after = d // after an outage, not over the fallback's bookings
+		f.after = min(d, maxAhead) // after an outage, not over the fallback's bookings
 	}
 	l.flight, l.backlog = f, 0
 	f.timer = time.AfterFunc(l.timeout, func() {
@@ -495,7 +512,9 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time)
 	}
 	l.batches = append(l.batches, b)
 	l.latest = b
-	if end := recv.Add(wait + time.Duration(f.n)*l.sched.Interval - l.sched.Tolerance); end.After(l.frontier) {
+	// Added one by one: a wait far ahead plus the batch's span may not fit
+	// in a Duration, while a Time holds them.
+	if end := recv.Add(wait).Add(time.Duration(f.n) * l.sched.Interval).Add(-l.sched.Tolerance); end.After(l.frontier) {
 		l.frontier = end
 	}
 }

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -403,6 +404,38 @@ func TestLimiterWaiterLeaves(t *testing.T) {
 		assert.Equal(t, start.Add(80*time.Millisecond), other.Start, "served by the same round trip")
 		books, _, _ := store.stats()
 		assert.Equal(t, 1, books)
+	})
+}
+
+// A near-zero rate admits its burst and then nothing for decades: its
+// interval, a second divided by the rate, is beyond the int64 range of a
+// Duration, and must not wrap to a negative one.
+func TestLimiterNearZeroRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{}
+		lim := fleet.New(store, rate.Every(math.MaxInt64), 2, nil)
+		now := time.Now()
+		started := 0
+		for i := range 10 {
+			r, err := lim.Reserve(t.Context(), now)
+			require.NoError(t, err, "booking %d", i)
+			require.False(t, r.Start.Before(now), "booking %d starts at %v, before now", i, r.Start)
+			if !r.Start.After(now.Add(time.Hour)) {
+				started++
+			}
+		}
+		assert.Equal(t, 2, started, "bookings that may start within the hour: the burst")
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		calls := 0
+		err := retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: fleet.New(&memStore{}, rate.Every(math.MaxInt64), 2, nil)})
+		require.NoError(t, err)
+		err = retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: lim})
+		assert.ErrorIs(t, err, retry.ErrNoTimeLeft, "the next slot is decades away")
+		assert.Equal(t, 1, calls)
 	})
 }
 

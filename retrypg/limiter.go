@@ -3,6 +3,7 @@ package retrypg
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -60,19 +61,21 @@ type store struct {
 // nanoseconds. The update reads the clock in its sub-select, after the row's
 // lock is taken, so that a booking that queued behind another is measured
 // from when it is made. The counter of a new row starts at the server's
-// time in microseconds.
+// time in microseconds. The end of the schedule saturates at the largest
+// bigint (the year 2262) instead of overflowing, which only a rate of a few
+// slots a century reaches: slots past it share that place.
 const bookSQL = `INSERT INTO retry_limiter AS l (name, tat, at, seq)
-SELECT $1, c.ns + $2::bigint + $3::bigint, c.ns, c.ns / 1000
+SELECT $1, least(c.ns + $2::bigint, 9223372036854775807 - $3::bigint) + $3::bigint, c.ns, c.ns / 1000
 FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c
 ON CONFLICT (name) DO UPDATE SET (tat, at, seq) = (
-	SELECT greatest(l.tat, c.ns + $2::bigint) + $3::bigint, c.ns, l.seq + 1
+	SELECT least(greatest(l.tat, c.ns + $2::bigint), 9223372036854775807 - $3::bigint) + $3::bigint, c.ns, l.seq + 1
 	FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c)
 RETURNING tat - $3::bigint - at, seq`
 
 const refundSQL = `UPDATE retry_limiter SET tat = tat - $3::bigint WHERE name = $1 AND seq = $2`
 
 func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
-	span := int64(n) * int64(sc.Interval)
+	span := spanOf(n, sc.Interval)
 	var wait, mark int64
 	err := s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
 	if isUndefinedTable(err) {
@@ -87,8 +90,19 @@ func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.D
 }
 
 func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
-	tag, err := s.pool.Exec(ctx, refundSQL, s.name, mark, int64(n)*int64(sc.Interval))
+	tag, err := s.pool.Exec(ctx, refundSQL, s.name, mark, spanOf(n, sc.Interval))
 	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// spanOf returns n intervals in nanoseconds, at most math.MaxInt64.
+func spanOf(n int, interval time.Duration) int64 {
+	if n <= 0 || interval <= 0 {
+		return 0
+	}
+	if int64(interval) > math.MaxInt64/int64(n) {
+		return math.MaxInt64
+	}
+	return int64(n) * int64(interval)
 }
 
 // create creates the table. Processes that create it at the same time can

@@ -2,6 +2,7 @@ package retrypg
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/fleet"
@@ -125,4 +127,23 @@ func TestLimiterErrorWhenPoolCloses(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, fleet.ErrUnavailable)
 	assert.ErrorContains(t, err, "closed pool")
+}
+
+// A near-zero rate admits its burst and then nothing: its interval, beyond
+// the int64 range of a Duration, must not wrap to a negative one, on the
+// Limiter's side or in the statement (where bigint would overflow).
+func TestLimiterNearZeroRate(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, limiterDB(t))
+	lim := NewLimiter(pool, limitName(t), rate.Every(math.MaxInt64), 2, &fleet.Options{Timeout: 10 * time.Second})
+	now := time.Now()
+	started := 0
+	for i := range 10 {
+		r, err := lim.Reserve(t.Context(), now)
+		require.NoError(t, err, "booking %d", i)
+		if !r.Start.After(now.Add(time.Hour)) {
+			started++
+		}
+	}
+	assert.Equal(t, 2, started, "bookings that may start within the hour: the burst")
 }

@@ -50,7 +50,9 @@ type store struct {
 // The schedule's times are microseconds as Lua numbers (doubles): exact to
 // a quarter of a microsecond today. The booking counter starts at the time
 // a key is made, in microseconds, so that a key that expired and came back
-// never repeats a mark.
+// never repeats a mark. The end of the schedule is at most 2^62ns (about
+// 146 years) ahead of now, which only a rate of a few slots a century
+// reaches: slots past it share that place, and the times stay exact.
 var bookScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -59,6 +61,7 @@ local base = now + tonumber(ARGV[2])
 local st = redis.call('HMGET', KEYS[1], 'tat', 'seq')
 local tat, seq = tonumber(st[1]), tonumber(st[2])
 if tat and tat > base then base = tat end
+if base > now + 4611686018427387.904 - span then base = now + 4611686018427387.904 - span end
 if seq then seq = seq + 1 else seq = now end
 local tat2 = base + span
 redis.call('HSET', KEYS[1], 'tat', string.format('%.17g', tat2), 'seq', string.format('%.17g', seq))
@@ -73,13 +76,23 @@ redis.call('HSET', KEYS[1], 'tat', string.format('%.17g', tonumber(st[1]) - tonu
 return 1
 `)
 
+// span returns n intervals, at most the largest Duration.
+func span(n int, interval time.Duration) time.Duration {
+	if n <= 0 || interval <= 0 {
+		return 0
+	}
+	if interval > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * interval
+}
+
 func micros(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/1e3, 'f', -1, 64)
 }
 
 func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
-	span := time.Duration(n) * sc.Interval
-	res, err := bookScript.Run(ctx, s.client, []string{s.key}, micros(span), micros(after)).StringSlice()
+	res, err := bookScript.Run(ctx, s.client, []string{s.key}, micros(span(n, sc.Interval)), micros(after)).StringSlice()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -91,10 +104,12 @@ func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.D
 	if err := errors.Join(err1, err2); err != nil || wait < 0 || math.IsNaN(wait) {
 		return 0, 0, fmt.Errorf("retryredis: booking script answered %q: %w", res, err)
 	}
-	return time.Duration(math.Round(wait * 1e3)), int64(mark), nil
+	// Clamped before converting: a float64 above the int64 range converts
+	// to a negative Duration.
+	return time.Duration(math.Min(math.Round(wait*1e3), math.MaxInt64/2)), int64(mark), nil
 }
 
 func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
-	ok, err := refundScript.Run(ctx, s.client, []string{s.key}, strconv.FormatInt(mark, 10), micros(time.Duration(n)*sc.Interval)).Int()
+	ok, err := refundScript.Run(ctx, s.client, []string{s.key}, strconv.FormatInt(mark, 10), micros(span(n, sc.Interval))).Int()
 	return ok == 1, err
 }

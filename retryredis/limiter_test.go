@@ -2,6 +2,7 @@ package retryredis
 
 import (
 	"context"
+	"math"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/fleet"
@@ -96,4 +98,22 @@ func TestLimiterErrorWhenRedisDies(t *testing.T) {
 	require.True(t, errors.As(err, &re))
 	assert.Zero(t, re.Attempts)
 	t.Log(err)
+}
+
+// A near-zero rate admits its burst and then nothing: its interval, beyond
+// the int64 range of a Duration, must not wrap to a negative one, on the
+// Limiter's side or in the script.
+func TestLimiterNearZeroRate(t *testing.T) {
+	t.Parallel()
+	lim := NewLimiter(newClient(t, redisURL(t)), uniqueName(t), rate.Every(math.MaxInt64), 2, &fleet.Options{Timeout: 10 * time.Second})
+	now := time.Now()
+	started := 0
+	for i := range 10 {
+		r, err := lim.Reserve(t.Context(), now)
+		require.NoError(t, err, "booking %d", i)
+		if !r.Start.After(now.Add(time.Hour)) {
+			started++
+		}
+	}
+	assert.Equal(t, 2, started, "bookings that may start within the hour: the burst")
 }

@@ -96,6 +96,26 @@ func TestStore(t *testing.T, newStore func(t *testing.T) fleet.Store) {
 			}
 		}
 	})
+	t.Run("FarAhead", func(t *testing.T) {
+		// The longest interval a fleet.Limiter asks for (a near-zero rate,
+		// as rate.Every(math.MaxInt64) is): the schedule's end goes far
+		// ahead, and no wait wraps to a negative duration or fails. A store
+		// may stop the end at a limit of its own, decades ahead, so that
+		// the waits then shrink as its clock goes on, by the test's own
+		// time.
+		const interval = time.Duration(1) << 60
+		s, sc := newStore(t), fleet.Schedule{Interval: interval, Tolerance: interval}
+		near(t, book(t, s, sc, 1, 0), 0, "the first slot at once")
+		near(t, book(t, s, sc, 1, 0), interval, "the second a whole interval on, to start at once with the tolerance")
+		prev := interval - slop
+		for i := range 8 {
+			w := book(t, s, sc, 1, interval)
+			if w < prev-slop {
+				t.Fatalf("booking %d: wait %v, earlier than the one before (%v)", i+3, w, prev)
+			}
+			prev = w
+		}
+	})
 	t.Run("Canceled", func(t *testing.T) {
 		s := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())
