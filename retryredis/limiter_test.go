@@ -2,8 +2,8 @@ package retryredis
 
 import (
 	"context"
-	"math"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
