@@ -6,7 +6,10 @@
 // modules retrypg (PostgreSQL, through pgx) and retryredis (Redis, through
 // go-redis) provide the stores:
 //
-//	lim := retryredis.NewLimiter(client, "provider", 200, 20, nil)
+//	lim, err := retryredis.NewLimiter(client, "provider", 200, 20, nil)
+//	if err != nil {
+//		return err // the error names the field: an empty name, a rate or burst that admits nothing
+//	}
 //	policy := retry.Policy{Limiter: lim, Budget: retry.NewBudget(0.1, 10.0/4)}
 //
 // This package holds what the stores share: the booking algorithm, the

@@ -19,7 +19,8 @@ import (
 type Options struct {
 	// Timeout bounds each round trip to the store; a booking never waits
 	// longer than that, nor past its caller's deadline. A store that has not
-	// answered by then counts as unavailable. 0 means 100ms.
+	// answered by then counts as unavailable. 0 means 100ms; [New] refuses
+	// a negative value.
 	Timeout time.Duration
 
 	// Fallback is the share of the rate that each process may use on its
@@ -29,7 +30,7 @@ type Options struct {
 	// share of the rate and of the burst (at least 1). 0 means fail closed:
 	// while the store is unavailable, every booking that the process's own
 	// slots cannot serve fails with an error that [errors.Is] ErrUnavailable
-	// (see [Limiter]). Values above 1 count as 1; negative or NaN values as 0.
+	// (see [Limiter]). [New] refuses a value outside [0, 1] (NaN included).
 	Fallback float64
 
 	// Horizon is the most a process books for itself in one round trip,
@@ -94,7 +95,8 @@ const (
 // schedule, so the whole fleet starts at most rate attempts per second, plus
 // the burst, over any window (see the package doc for the proof and for what
 // a late attempt changes). Make one with [New]; the modules retrypg and
-// retryredis make one on their stores.
+// retryredis make one on their stores. The zero Limiter is not usable: its
+// Reserve fails with an error that says so.
 //
 // A process books slots for itself in batches, one round trip each, and
 // hands them out to its calls: a booking takes the first unused slot of the
@@ -147,7 +149,6 @@ type Limiter struct {
 	fallback  *rate.Limiter // nil: fail closed
 	fbSlack   time.Duration
 	onErr     func(error)
-	never     error // when set, every booking fails with it
 	unlimited bool
 
 	mu        sync.Mutex
@@ -169,28 +170,40 @@ type Limiter struct {
 // New returns a Limiter of r attempts per second with bursts of burst,
 // shared through store by every process that uses it; opts may be nil.
 //
+// It fails, with an error that names the field, for a nil store, a rate
+// that admits nothing (0 or less, or NaN), a burst below 1 (except with
+// rate.Inf), a negative Options.Timeout, or an Options.Fallback outside
+// [0, 1]: input that would otherwise show only as every call failing.
+//
 // A rate of rate.Inf makes every booking start at once, without a round
-// trip. A rate of 0 or less (or NaN), or a burst below 1, admits nothing:
-// every Reserve fails with an error that says so. A rate above 1e9 counts as
-// 1e9 (a slot every nanosecond), and one below a slot every 2^60ns (about 36
-// years, such as rate.Every(math.MaxInt64)) as a slot every 2^60ns: its
-// burst, then nothing for decades.
-func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
+// trip, whatever the burst. A rate above 1e9 counts as 1e9 (a slot every
+// nanosecond), and one below a slot every 2^60ns (about 36 years, such as
+// rate.Every(math.MaxInt64)) as a slot every 2^60ns: its burst, then nothing
+// for decades.
+func New(store Store, r rate.Limit, burst int, opts *Options) (*Limiter, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	l := &Limiter{store: store, onErr: o.OnStoreError}
 	switch {
-	case r == rate.Inf:
-		l.unlimited = true
-		return l
-	case !(r > 0) || burst < 1:
-		l.never = fmt.Errorf("fleet: a rate of %v with a burst of %d admits no attempt", float64(r), burst)
-		return l
 	case store == nil:
-		l.never = errors.New("fleet: nil Store")
-		return l
+		return nil, errors.New("fleet: store is nil")
+	case r == rate.Inf:
+	case !(r > 0):
+		return nil, fmt.Errorf("fleet: rate %v admits no attempt: it must be above 0 (rate.Inf for no limit)", float64(r))
+	case burst < 1:
+		return nil, fmt.Errorf("fleet: burst %d admits no attempt: it must be at least 1", burst)
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("fleet: Options.Timeout %v is negative (0 means the default, 100ms)", o.Timeout)
+	}
+	if !(o.Fallback >= 0 && o.Fallback <= 1) {
+		return nil, fmt.Errorf("fleet: Options.Fallback %v is not a share of the rate between 0 and 1", o.Fallback)
+	}
+	l := &Limiter{store: store, onErr: o.OnStoreError}
+	if r == rate.Inf {
+		l.unlimited = true
+		return l, nil
 	}
 	l.rate = min(float64(r), 1e9)
 	// Clamp in float64 before converting: a float64 above the int64 range
@@ -217,13 +230,12 @@ func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
 		l.horizon = 0
 	}
 	if share := o.Fallback; share > 0 {
-		share = min(share, 1)
 		fb := l.rate * share
 		fbBurst := max(1, math.Ceil(float64(burst)*share))
 		l.fallback = rate.NewLimiter(rate.Limit(fb), int(fbBurst))
 		l.fbSlack = max(time.Duration(fbBurst/fb*float64(time.Second)), time.Millisecond)
 	}
-	return l
+	return l, nil
 }
 
 // batch is the slots of one booking that this process holds.
@@ -295,14 +307,13 @@ type waiter struct {
 // unused slot; otherwise it waits for one, at most Options.Timeout, and
 // returns when ctx ends, with context.Cause(ctx). It fails with an error
 // that [errors.Is] ErrUnavailable when the store is unavailable and the
-// Limiter fails closed, or with the error New described for a limit that
-// admits nothing.
+// Limiter fails closed.
 func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, error) {
-	if l.never != nil {
-		return retry.Reservation{}, l.never
-	}
 	if l.unlimited {
 		return retry.Reservation{Start: t}, nil
+	}
+	if l.store == nil {
+		return retry.Reservation{}, errors.New("fleet: a Limiter must be made by New")
 	}
 	if ctx == nil {
 		ctx = context.Background()

@@ -83,7 +83,7 @@ func TestLimiterSharesOneRate(t *testing.T) {
 		var rec starts
 		var wg sync.WaitGroup
 		for range 4 {
-			hammer(ctx, &wg, fleet.New(store, 100, 10, nil), 25, &rec)
+			hammer(ctx, &wg, newLimiter(t, store, 100, 10, nil), 25, &rec)
 		}
 		wg.Wait()
 		assert.LessOrEqual(t, rec.mostWithin(time.Second), 100+10, "attempts in a second")
@@ -106,7 +106,7 @@ func TestLimiterBatchesAtHighRates(t *testing.T) {
 		defer cancel()
 		var rec starts
 		var wg sync.WaitGroup
-		hammer(ctx, &wg, fleet.New(store, 10_000, 1, nil), 100, &rec)
+		hammer(ctx, &wg, newLimiter(t, store, 10_000, 1, nil), 100, &rec)
 		wg.Wait()
 		books, slots, _ := store.stats()
 		t.Logf("%d attempts, %d slots booked in %d round trips", rec.count(), slots, books)
@@ -128,7 +128,7 @@ func TestLimiterBooksOneByOneBelowTheLimit(t *testing.T) {
 		var rec starts
 		var wg sync.WaitGroup
 		for p := range 4 {
-			lim := fleet.New(store, 1000, 10, nil)
+			lim := newLimiter(t, store, 1000, 10, nil)
 			wg.Go(func() {
 				tick := time.NewTicker(4*time.Millisecond + time.Duration(p)*100*time.Microsecond) // 4 x 250/s: half the limit
 				defer tick.Stop()
@@ -160,7 +160,7 @@ func TestLimiterFailsClosedWhenTheStoreIsDown(t *testing.T) {
 		store := &memStore{down: errStoreDown}
 		var seen []error
 		var mu sync.Mutex
-		lim := fleet.New(store, 100, 1, &fleet.Options{OnStoreError: func(err error) { mu.Lock(); seen = append(seen, err); mu.Unlock() }})
+		lim := newLimiter(t, store, 100, 1, &fleet.Options{OnStoreError: func(err error) { mu.Lock(); seen = append(seen, err); mu.Unlock() }})
 		calls := 0
 		fn := func(context.Context) error { calls++; return nil }
 		start := time.Now()
@@ -196,7 +196,7 @@ func TestLimiterTimesOutASlowStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer time.Sleep(time.Second) // let refunds sent in the background end
 		store := &memStore{hang: true}
-		lim := fleet.New(store, 100, 1, nil)
+		lim := newLimiter(t, store, 100, 1, nil)
 		start := time.Now()
 		_, err := lim.Reserve(t.Context(), start)
 		require.Error(t, err)
@@ -205,7 +205,7 @@ func TestLimiterTimesOutASlowStore(t *testing.T) {
 		assert.ErrorContains(t, err, "no answer within 100ms")
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "not to be taken for the caller's deadline")
 
-		lim = fleet.New(store, 100, 1, &fleet.Options{Timeout: time.Second})
+		lim = newLimiter(t, store, 100, 1, &fleet.Options{Timeout: time.Second})
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 		defer cancel()
 		start = time.Now()
@@ -223,7 +223,7 @@ func TestLimiterLateAnswerFillsThePool(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer time.Sleep(time.Second) // let refunds sent in the background end
 		store := &stubborn{memStore: memStore{}, delay: 300 * time.Millisecond}
-		lim := fleet.New(store, 1000, 1, &fleet.Options{Fallback: 0.5})
+		lim := newLimiter(t, store, 1000, 1, &fleet.Options{Fallback: 0.5})
 		start := time.Now()
 		r, err := lim.Reserve(t.Context(), start)
 		require.NoError(t, err, "the fallback served")
@@ -267,7 +267,7 @@ func TestLimiterFallsBackToAShareOfTheRate(t *testing.T) {
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for range 4 {
-			lim := fleet.New(store, 100, 8, &fleet.Options{Fallback: 0.25})
+			lim := newLimiter(t, store, 100, 8, &fleet.Options{Fallback: 0.25})
 			for range 25 {
 				wg.Go(func() {
 					for {
@@ -310,7 +310,7 @@ func TestLimiterCancelGivesTheSlotBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer time.Sleep(time.Second) // let refunds sent in the background end
 		store := &memStore{}
-		lim := fleet.New(store, 1, 1, nil) // a slot a second
+		lim := newLimiter(t, store, 1, 1, nil) // a slot a second
 		now := time.Now()
 		r, err := lim.Reserve(t.Context(), now)
 		require.NoError(t, err)
@@ -336,7 +336,7 @@ func TestLimiterCancelGivesTheSlotBack(t *testing.T) {
 		// At 1000/s with a schedule booked ahead, slots come in batches; one
 		// given back goes to the next booking.
 		store = &memStore{}
-		lim = fleet.New(store, 1000, 1, nil)
+		lim = newLimiter(t, store, 1000, 1, nil)
 		for range 200 { // demand above the rate
 			_, err := lim.Reserve(t.Context(), time.Now())
 			require.NoError(t, err)
@@ -362,8 +362,8 @@ func TestLimiterCancelGivesTheSlotBack(t *testing.T) {
 func TestLimiterBooksAhead(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		defer time.Sleep(time.Second)              // let refunds sent in the background end
-		lim := fleet.New(&memStore{}, 100, 5, nil) // tolerance 40ms
+		defer time.Sleep(time.Second)                  // let refunds sent in the background end
+		lim := newLimiter(t, &memStore{}, 100, 5, nil) // tolerance 40ms
 		now := time.Now()
 		r, err := lim.Reserve(t.Context(), now.Add(30*time.Millisecond))
 		require.NoError(t, err)
@@ -385,7 +385,7 @@ func TestLimiterWaiterLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer time.Sleep(time.Second) // let refunds sent in the background end
 		store := &memStore{latency: 40 * time.Millisecond}
-		lim := fleet.New(store, 100, 10, nil)
+		lim := newLimiter(t, store, 100, 10, nil)
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(10*time.Millisecond, func() { cancel(errors.New("caller gone")) })
 		var other retry.Reservation
@@ -415,7 +415,7 @@ func TestLimiterNearZeroRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer time.Sleep(time.Second) // let refunds sent in the background end
 		store := &memStore{}
-		lim := fleet.New(store, rate.Every(math.MaxInt64), 2, nil)
+		lim := newLimiter(t, store, rate.Every(math.MaxInt64), 2, nil)
 		now := time.Now()
 		started := 0
 		for i := range 10 {
@@ -431,7 +431,7 @@ func TestLimiterNearZeroRate(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		calls := 0
-		err := retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: fleet.New(&memStore{}, rate.Every(math.MaxInt64), 2, nil)})
+		err := retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: newLimiter(t, &memStore{}, rate.Every(math.MaxInt64), 2, nil)})
 		require.NoError(t, err)
 		err = retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.Policy{Limiter: lim})
 		assert.ErrorIs(t, err, retry.ErrNoTimeLeft, "the next slot is decades away")
@@ -439,31 +439,45 @@ func TestLimiterNearZeroRate(t *testing.T) {
 	})
 }
 
+// New refuses input that would admit nothing or make no sense, with an
+// error that names the field, instead of a Limiter whose every call fails.
 func TestNewBadInput(t *testing.T) {
 	t.Parallel()
 	store := &memStore{}
-	for _, tt := range []struct {
+	tests := []struct {
 		name  string
+		store fleet.Store
 		r     rate.Limit
 		burst int
+		opts  *fleet.Options
 		want  string
 	}{
-		{"zero rate", 0, 1, "fleet: a rate of 0 with a burst of 1 admits no attempt"},
-		{"negative rate", -1, 1, "admits no attempt"},
-		{"zero burst", 10, 0, "fleet: a rate of 10 with a burst of 0 admits no attempt"},
-	} {
+		{"nil store", nil, 10, 1, nil, "fleet: store is nil"},
+		{"zero rate", store, 0, 1, nil, "fleet: rate 0 admits no attempt: it must be above 0 (rate.Inf for no limit)"},
+		{"negative rate", store, -1, 1, nil, "fleet: rate -1 admits no attempt"},
+		{"NaN rate", store, rate.Limit(math.NaN()), 1, nil, "fleet: rate NaN admits no attempt"},
+		{"zero burst", store, 10, 0, nil, "fleet: burst 0 admits no attempt: it must be at least 1"},
+		{"negative burst", store, 10, -3, nil, "fleet: burst -3 admits no attempt"},
+		{"negative timeout", store, 10, 1, &fleet.Options{Timeout: -time.Second}, "fleet: Options.Timeout -1s is negative"},
+		{"negative fallback", store, 10, 1, &fleet.Options{Fallback: -0.5}, "fleet: Options.Fallback -0.5 is not a share"},
+		{"fallback above 1", store, 10, 1, &fleet.Options{Fallback: 2}, "fleet: Options.Fallback 2 is not a share"},
+		{"NaN fallback", store, 10, 1, &fleet.Options{Fallback: math.NaN()}, "fleet: Options.Fallback NaN is not a share"},
+	}
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := fleet.New(store, tt.r, tt.burst, nil).Reserve(t.Context(), time.Now())
+			lim, err := fleet.New(tt.store, tt.r, tt.burst, tt.opts)
 			assert.ErrorContains(t, err, tt.want)
+			assert.Nil(t, lim)
 		})
 	}
-	_, err := fleet.New(nil, 10, 1, nil).Reserve(t.Context(), time.Now())
-	assert.EqualError(t, err, "fleet: nil Store")
 
 	now := time.Now()
-	r, err := fleet.New(store, rate.Inf, 0, nil).Reserve(t.Context(), now)
+	r, err := newLimiter(t, store, rate.Inf, 0, nil).Reserve(t.Context(), now)
 	require.NoError(t, err)
-	assert.Equal(t, now, r.Start, "rate.Inf: no pacing")
+	assert.Equal(t, now, r.Start, "rate.Inf: no pacing, whatever the burst")
 	books, _, _ := store.stats()
 	assert.Zero(t, books, "and no round trip")
+
+	_, err = new(fleet.Limiter).Reserve(t.Context(), now)
+	assert.EqualError(t, err, "fleet: a Limiter must be made by New", "the zero Limiter fails, never panics")
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry/fleet"
 )
@@ -24,6 +27,16 @@ type memStore struct {
 	books   int // round trips that booked
 	slots   int // slots booked
 	refunds int // refunds taken
+}
+
+// newLimiter returns fleet.New's Limiter, or ends the test.
+func newLimiter(t testing.TB, s fleet.Store, r rate.Limit, burst int, opts *fleet.Options) *fleet.Limiter {
+	t.Helper()
+	l, err := fleet.New(s, r, burst, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 var errStoreDown = errors.New("connection refused")

@@ -3,8 +3,11 @@ package retrypg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,12 +46,21 @@ const LimiterSchema = `CREATE TABLE IF NOT EXISTS retry_limiter (
 // database that has never seen it; a role that may not create tables needs
 // LimiterSchema run once by a migration. Every process must use the same
 // rate and burst for a name.
-func NewLimiter(pool *pgxpool.Pool, name string, r rate.Limit, burst int, opts *fleet.Options) *fleet.Limiter {
-	var s fleet.Store
-	if pool != nil {
-		s = &store{pool: pool, name: name}
+//
+// It fails, with an error that names the field, for a nil pool, a name that
+// is empty (callers who forgot it would share one limit) or that PostgreSQL
+// text cannot hold (a NUL byte, invalid UTF-8), and for what [fleet.New]
+// refuses: a rate or burst that admits nothing, or bad options.
+func NewLimiter(pool *pgxpool.Pool, name string, r rate.Limit, burst int, opts *fleet.Options) (*fleet.Limiter, error) {
+	switch {
+	case pool == nil:
+		return nil, errors.New("retrypg: NewLimiter: pool is nil")
+	case name == "":
+		return nil, errors.New("retrypg: NewLimiter: the limit's name is empty: each limit needs a name of its own")
+	case strings.IndexByte(name, 0) >= 0 || !utf8.ValidString(name):
+		return nil, fmt.Errorf("retrypg: NewLimiter: the limit's name %q is not text PostgreSQL can hold (a NUL byte or invalid UTF-8)", name)
 	}
-	return fleet.New(s, r, burst, opts)
+	return fleet.New(&store{pool: pool, name: name}, r, burst, opts)
 }
 
 // store is the fleet.Store of one row.

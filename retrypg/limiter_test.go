@@ -41,7 +41,7 @@ func TestLimiterCreatesItsTable(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
-	lim := NewLimiter(pool, "provider", 10, 1, &fleet.Options{Timeout: 10 * time.Second})
+	lim := must(t)(NewLimiter(pool, "provider", 10, 1, &fleet.Options{Timeout: 10 * time.Second}))
 	_, err = lim.Reserve(t.Context(), time.Now())
 	require.NoError(t, err)
 	var name string
@@ -119,7 +119,7 @@ func TestLimiterFallsBackWhenPostgresStops(t *testing.T) {
 func TestLimiterErrorWhenPoolCloses(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, limiterDB(t))
-	lim := NewLimiter(pool, limitName(t), 100, 1, nil)
+	lim := must(t)(NewLimiter(pool, limitName(t), 100, 1, nil))
 	fn := func(context.Context) error { return nil }
 	require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}))
 	pool.Close()
@@ -135,7 +135,7 @@ func TestLimiterErrorWhenPoolCloses(t *testing.T) {
 func TestLimiterNearZeroRate(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, limiterDB(t))
-	lim := NewLimiter(pool, limitName(t), rate.Every(math.MaxInt64), 2, &fleet.Options{Timeout: 10 * time.Second})
+	lim := must(t)(NewLimiter(pool, limitName(t), rate.Every(math.MaxInt64), 2, &fleet.Options{Timeout: 10 * time.Second}))
 	now := time.Now()
 	started := 0
 	for i := range 10 {
@@ -146,4 +146,38 @@ func TestLimiterNearZeroRate(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, started, "bookings that may start within the hour: the burst")
+}
+
+// NewLimiter refuses what would make every call fail, or silently share a
+// limit with every caller who forgot its name, with an error that names
+// the field.
+func TestNewLimiterBadInput(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), "postgres://app@127.0.0.1:1/app") // never dialled
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	tests := []struct {
+		name  string
+		pool  *pgxpool.Pool
+		limit string
+		r     rate.Limit
+		burst int
+		want  string
+	}{
+		{"nil pool", nil, "provider", 10, 1, "retrypg: NewLimiter: pool is nil"},
+		{"empty name", pool, "", 10, 1, "retrypg: NewLimiter: the limit's name is empty"},
+		{"NUL in name", pool, "a\x00b", 10, 1, `retrypg: NewLimiter: the limit's name "a\x00b" is not text PostgreSQL can hold`},
+		{"bad UTF-8", pool, "a\xffb", 10, 1, "is not text PostgreSQL can hold"},
+		{"zero rate", pool, "provider", 0, 1, "fleet: rate 0 admits no attempt"},
+		{"zero burst", pool, "provider", 10, 0, "fleet: burst 0 admits no attempt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim, err := NewLimiter(tt.pool, tt.limit, tt.r, tt.burst, nil)
+			assert.ErrorContains(t, err, tt.want)
+			assert.Nil(t, lim)
+		})
+	}
+	_, err = NewLimiter(pool, "provider", 10, 1, &fleet.Options{Fallback: 3})
+	assert.ErrorContains(t, err, "fleet: Options.Fallback 3 is not a share")
 }

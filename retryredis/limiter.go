@@ -33,12 +33,31 @@ import (
 // Redis without persistence forgets every schedule when it restarts:
 // attempts booked ahead before then overlap for a moment with those booked
 // after (see the fleet package).
-func NewLimiter(client redis.Scripter, name string, r rate.Limit, burst int, opts *fleet.Options) *fleet.Limiter {
-	var s fleet.Store
-	if client != nil {
-		s = &store{client: client, key: "retry:limiter:" + name}
+//
+// It fails, with an error that names the field, for a nil client, an empty
+// name (callers who forgot it would share one limit), and for what
+// [fleet.New] refuses: a rate or burst that admits nothing, or bad options.
+func NewLimiter(client redis.Scripter, name string, r rate.Limit, burst int, opts *fleet.Options) (*fleet.Limiter, error) {
+	switch c := client.(type) {
+	case nil:
+		return nil, errors.New("retryredis: NewLimiter: client is nil")
+	case *redis.Client:
+		if c == nil {
+			return nil, errors.New("retryredis: NewLimiter: client is nil")
+		}
+	case *redis.ClusterClient:
+		if c == nil {
+			return nil, errors.New("retryredis: NewLimiter: client is nil")
+		}
+	case *redis.Ring:
+		if c == nil {
+			return nil, errors.New("retryredis: NewLimiter: client is nil")
+		}
 	}
-	return fleet.New(s, r, burst, opts)
+	if name == "" {
+		return nil, errors.New("retryredis: NewLimiter: the limit's name is empty: each limit needs a name of its own")
+	}
+	return fleet.New(&store{client: client, key: "retry:limiter:" + name}, r, burst, opts)
 }
 
 // store is the fleet.Store of one key.

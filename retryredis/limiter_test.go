@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
@@ -85,7 +86,7 @@ func TestLimiterFallsBackWhenRedisDies(t *testing.T) {
 // the client's error, within the timeout.
 func TestLimiterErrorWhenRedisDies(t *testing.T) {
 	srv := startServer(t)
-	lim := NewLimiter(newClient(t, srv.url()), uniqueName(t), 100, 1, nil)
+	lim := must(t)(NewLimiter(newClient(t, srv.url()), uniqueName(t), 100, 1, nil))
 	fn := func(context.Context) error { return nil }
 	require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}))
 	srv.kill()
@@ -105,7 +106,7 @@ func TestLimiterErrorWhenRedisDies(t *testing.T) {
 // Limiter's side or in the script.
 func TestLimiterNearZeroRate(t *testing.T) {
 	t.Parallel()
-	lim := NewLimiter(newClient(t, redisURL(t)), uniqueName(t), rate.Every(math.MaxInt64), 2, &fleet.Options{Timeout: 10 * time.Second})
+	lim := must(t)(NewLimiter(newClient(t, redisURL(t)), uniqueName(t), rate.Every(math.MaxInt64), 2, &fleet.Options{Timeout: 10 * time.Second}))
 	now := time.Now()
 	started := 0
 	for i := range 10 {
@@ -116,4 +117,36 @@ func TestLimiterNearZeroRate(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, started, "bookings that may start within the hour: the burst")
+}
+
+// NewLimiter refuses what would make every call fail, or silently share a
+// limit with every caller who forgot its name, with an error that names
+// the field.
+func TestNewLimiterBadInput(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { client.Close() })
+	tests := []struct {
+		name   string
+		client redis.Scripter
+		limit  string
+		r      rate.Limit
+		burst  int
+		want   string
+	}{
+		{"nil client", nil, "provider", 10, 1, "retryredis: NewLimiter: client is nil"},
+		{"nil *redis.Client", (*redis.Client)(nil), "provider", 10, 1, "retryredis: NewLimiter: client is nil"},
+		{"empty name", client, "", 10, 1, "retryredis: NewLimiter: the limit's name is empty"},
+		{"negative rate", client, "provider", -1, 1, "fleet: rate -1 admits no attempt"},
+		{"zero burst", client, "provider", 10, 0, "fleet: burst 0 admits no attempt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim, err := NewLimiter(tt.client, tt.limit, tt.r, tt.burst, nil)
+			assert.ErrorContains(t, err, tt.want)
+			assert.Nil(t, lim)
+		})
+	}
+	_, err := NewLimiter(client, "provider", 10, 1, &fleet.Options{Timeout: -time.Second})
+	assert.ErrorContains(t, err, "fleet: Options.Timeout -1s is negative")
 }
