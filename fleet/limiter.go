@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -71,11 +72,22 @@ const (
 	// follow a change in demand within a second.
 	demandWindow = 250 * time.Millisecond
 
-	// pause is how long the Limiter leaves a store alone after a failed
-	// booking: bookings meanwhile fall back (or fail) at once instead of
-	// each waiting Timeout for a store that is down. The first booking after
-	// the pause asks the store again.
-	pause = time.Second
+	// minPause and maxPause bound how long the Limiter leaves a store
+	// alone after a failed booking: bookings meanwhile fall back (or fail)
+	// at once instead of each waiting Timeout for a store that is down, and
+	// the first booking after the pause asks the store again. The pause
+	// starts short, so that a store back at once (a restart, a connection
+	// that dropped) costs little more than its own absence, and grows by
+	// pauseGrowth with each failure in a row while the store stays away, up
+	// to maxPause: short enough that a store back after a long outage costs
+	// at most that much more of the fleet's rate, long enough that a
+	// process asks a store that is down at most 20 times a second. Only
+	// one booking of a process waits for such a probe; the others fail (or
+	// fall back) at once meanwhile, so a store that hangs costs one
+	// booking a Timeout per probe. See pauseAfter.
+	minPause    = 10 * time.Millisecond
+	maxPause    = 100 * time.Millisecond
+	pauseGrowth = 1.5
 
 	// maxInterval is the longest emission interval, about 36 years: a
 	// lower rate counts as one slot per maxInterval. It keeps every sum of
@@ -131,7 +143,13 @@ const (
 // Limiter fails closed (Reserve returns an error that [errors.Is]
 // ErrUnavailable and wraps the cause), or, with Options.Fallback, books on a
 // local limiter at that share of the rate; slots already booked are still
-// handed out. It asks the store again 1s later. Nothing makes it unlimited
+// handed out. It asks the store again after a pause that starts at 10ms and
+// grows 1.5 times with each failure in a row, up to 100ms, less a random
+// part of up to half (so that processes that saw the store fail together do
+// not ask it together): a store back after an outage costs about the
+// outage and at most 100ms more. One booking asks (a probe) and waits for
+// the answer; the others meanwhile are served as while the store is left
+// alone. Nothing makes it unlimited
 // but a rate of rate.Inf.
 //
 // A Limiter is safe for concurrent use by any number of goroutines. Every
@@ -159,6 +177,7 @@ type Limiter struct {
 	backlog   int       // bookings the last round trip could not serve
 	downUntil time.Time // while the store is left alone
 	downErr   error
+	fails     int       // failed round trips in a row
 	fbFrom    time.Time // the fallback books no earlier: the frontier when the store failed
 	fbLast    time.Time // the latest time given to the fallback, which must not go back
 	resume    time.Time // the latest start the fallback booked: the store's next booking is not earlier
@@ -328,7 +347,9 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 			l.mu.Unlock()
 			return l.reservation(ref), nil
 		}
-		if now.Before(l.downUntil) {
+		if now.Before(l.downUntil) || l.fails > 0 && l.flight != nil {
+			// Left alone, or being probed by another booking, which alone
+			// waits for the answer.
 			r, err := l.unavailable(now, l.downErr)
 			l.mu.Unlock()
 			return r, err
@@ -545,11 +566,13 @@ func (l *Limiter) settle(f *flight, err error, now time.Time) {
 		if !now.Before(l.downUntil) {
 			l.fbFrom = l.frontier
 		}
-		l.downUntil, l.downErr = now.Add(pause), err
+		l.downUntil, l.downErr = now.Add(pauseAfter(l.fails, rand.Float64())), err
+		l.fails++
 		if l.onErr != nil {
 			go l.onErr(err)
 		}
 	} else {
+		l.fails = 0
 		for _, w := range f.waiters {
 			if !w.gone {
 				if w.got = l.take(w.want, now); w.got == nil {
@@ -560,6 +583,20 @@ func (l *Limiter) settle(f *flight, err error, now time.Time) {
 	}
 	f.waiters = nil
 	close(f.done)
+}
+
+// pauseAfter returns how long to leave the store alone after the failure
+// that follows fails failures in a row, from a uniform draw u in [0, 1):
+// minPause, growing pauseGrowth times with each failure up to maxPause, of
+// which a random half is taken off, so that the processes of a fleet, which
+// see a store fail together, do not all ask it again at once. After 6
+// failures in a row (208ms at most) it is between 50ms and 100ms.
+func pauseAfter(fails int, u float64) time.Duration {
+	d := float64(maxPause)
+	if fails < 32 {
+		d = min(d, float64(minPause)*math.Pow(pauseGrowth, float64(fails)))
+	}
+	return time.Duration(d/2 + u*d/2)
 }
 
 // unavailable serves a booking while the store is unavailable, for cause:

@@ -152,7 +152,7 @@ func TestLimiterBooksOneByOneBelowTheLimit(t *testing.T) {
 
 // A store that is down fails a booking at once, with a reason that says so
 // and the store's own error, and no attempt starts; the store is left alone
-// for a second, then asked again.
+// for a short pause (5ms to 10ms after a first failure), then asked again.
 func TestLimiterFailsClosedWhenTheStoreIsDown(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -178,13 +178,83 @@ func TestLimiterFailsClosedWhenTheStoreIsDown(t *testing.T) {
 
 		store.set(func(s *memStore) { s.down = nil })
 		err = retry.Do(t.Context(), fn, retry.Policy{Limiter: lim})
-		assert.ErrorIs(t, err, fleet.ErrUnavailable, "the store is left alone for a second")
+		assert.ErrorIs(t, err, fleet.ErrUnavailable, "the store is left alone for a pause")
+		time.Sleep(4 * time.Millisecond)
+		err = retry.Do(t.Context(), fn, retry.Policy{Limiter: lim})
+		assert.ErrorIs(t, err, fleet.ErrUnavailable, "still left alone: the first pause is at least 5ms")
 		books, _, _ := store.stats()
 		assert.Zero(t, books)
 
-		time.Sleep(time.Second)
+		time.Sleep(6 * time.Millisecond)
 		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}), "asked again after the pause")
 		assert.Equal(t, 1, calls)
+	})
+}
+
+// After a store failure the Limiter asks again soon, so that a store away
+// for 100ms (a restart) costs about that, and backs off while it stays
+// away, to 10 to 20 times a second.
+func TestLimiterProbesSoonAndBacksOff(t *testing.T) {
+	t.Parallel()
+	for _, outage := range []time.Duration{100 * time.Millisecond, 5 * time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			defer time.Sleep(time.Second) // let refunds sent in the background end
+			store := &memStore{latency: 100 * time.Microsecond, down: errStoreDown}
+			lim := newLimiter(t, store, 1000, 1, nil)
+			start := time.Now()
+			time.AfterFunc(outage, func() { store.set(func(s *memStore) { s.down = nil }) })
+			var back time.Duration
+			for back == 0 { // a caller that books every millisecond
+				if _, err := lim.Reserve(t.Context(), time.Now()); err == nil {
+					back = time.Since(start)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			asks := store.asked()
+			t.Logf("store away %v: bookings back after %v, %d asks", outage, back, len(asks))
+			assert.GreaterOrEqual(t, back, outage)
+			// The pauses are at most 10ms * 1.5^k and 100ms; the one under way
+			// when the store came back decides: at most 76ms after 100ms away,
+			// 100ms after a long outage.
+			assert.LessOrEqual(t, back, outage+min(outage*3/4, 100*time.Millisecond)+2*time.Millisecond)
+			for i := 1; i < len(asks); i++ {
+				gap := asks[i].Sub(asks[i-1])
+				assert.GreaterOrEqual(t, gap, 5*time.Millisecond, "ask %d: never sooner than half the first pause", i)
+				assert.LessOrEqual(t, gap, 102*time.Millisecond, "ask %d: at least every 100ms while there are calls", i)
+				if i > 6 {
+					assert.GreaterOrEqual(t, gap, 50*time.Millisecond, "ask %d: after 6 failures, the pauses are between 50ms and 100ms", i)
+				}
+			}
+		})
+	}
+}
+
+// While a store that failed is probed, only the booking that asks waits for
+// the answer: the others fail at once, so a store that hangs costs one
+// booking a Timeout per probe, not every booking.
+func TestLimiterOneBookingWaitsForAProbe(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(time.Second) // let refunds sent in the background end
+		store := &memStore{hang: true}
+		lim := newLimiter(t, store, 100, 1, nil)
+		_, err := lim.Reserve(t.Context(), time.Now())
+		require.ErrorIs(t, err, fleet.ErrUnavailable, "the first failure")
+		time.Sleep(10 * time.Millisecond) // the first pause is at most 10ms
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			start := time.Now()
+			_, err := lim.Reserve(t.Context(), start)
+			assert.ErrorIs(t, err, fleet.ErrUnavailable)
+			assert.Equal(t, 100*time.Millisecond, time.Since(start), "the probe waits for its answer, up to the Timeout")
+		})
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		_, err = lim.Reserve(t.Context(), start)
+		assert.ErrorContains(t, err, "no answer within 100ms")
+		assert.Zero(t, time.Since(start), "another booking does not wait for the probe")
+		wg.Wait()
+		assert.Len(t, store.asked(), 2)
 	})
 }
 

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ type memStore struct {
 	books   int // round trips that booked
 	slots   int // slots booked
 	refunds int // refunds taken
+	asks    []time.Time // when each Book was called, answered or not
 }
 
 // newLimiter returns fleet.New's Limiter, or ends the test.
@@ -69,6 +71,9 @@ func (s *memStore) travel(ctx context.Context) error {
 }
 
 func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	s.mu.Lock()
+	s.asks = append(s.asks, time.Now())
+	s.mu.Unlock()
 	if err := s.travel(ctx); err != nil {
 		return 0, 0, err
 	}
@@ -108,4 +113,11 @@ func (s *memStore) stats() (books, slots, refunds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.books, s.slots, s.refunds
+}
+
+// asked returns when each Book was called.
+func (s *memStore) asked() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.asks)
 }
