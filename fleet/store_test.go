@@ -25,9 +25,9 @@ type memStore struct {
 	latency time.Duration
 	down    error
 	hang    bool
-	books   int // round trips that booked
-	slots   int // slots booked
-	refunds int // refunds taken
+	books   int         // round trips that booked
+	slots   int         // slots booked
+	refunds int         // refunds taken
 	asks    []time.Time // when each Book was called, answered or not
 }
 
