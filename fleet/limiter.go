@@ -137,7 +137,12 @@ const (
 // has not passed; when it is the last of the process's latest batch and
 // everything after it in the batch is unused, the batch's unused tail goes
 // back to the store too, which takes it back only if no booking came after
-// (see [Store].Refund). Refunds are sent in the background.
+// (see [Store].Refund). Refunds are sent in the background, and the
+// process's next round trip waits for them: were it to reach the store
+// first, the store would refuse the refund and the slot would be lost. A
+// slot given back while a round trip is under way stays with the process
+// instead, for the same reason; that round trip's waiters take it, and the
+// slots it booked that they no longer need go back to the store.
 //
 // When the store does not answer within Options.Timeout, or fails, the
 // Limiter fails closed (Reserve returns an error that [errors.Is]
@@ -177,11 +182,13 @@ type Limiter struct {
 	backlog   int       // bookings the last round trip could not serve
 	downUntil time.Time // while the store is left alone
 	downErr   error
-	fails     int       // failed round trips in a row
-	fbFrom    time.Time // the fallback books no earlier: the frontier when the store failed
-	fbLast    time.Time // the latest time given to the fallback, which must not go back
-	resume    time.Time // the latest start the fallback booked: the store's next booking is not earlier
-	winStart  time.Time // demand: bookings counted since winStart
+	fails     int           // failed round trips in a row
+	refunding int           // refunds under way
+	refunded  chan struct{} // closed when they are done; nil when none is under way
+	fbFrom    time.Time     // the fallback books no earlier: the frontier when the store failed
+	fbLast    time.Time     // the latest time given to the fallback, which must not go back
+	resume    time.Time     // the latest start the fallback booked: the store's next booking is not earlier
+	winStart  time.Time     // demand: bookings counted since winStart
 	winCount  int
 	demand    float64 // bookings per second in the last window
 }
@@ -495,14 +502,24 @@ func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 		l.settle(f, errNoAnswer(l.timeout), time.Now())
 		l.mu.Unlock()
 	})
-	go l.book(context.WithoutCancel(ctx), f)
+	go l.book(context.WithoutCancel(ctx), f, l.refunded)
 	return f
 }
 
-// book makes f's round trip. An answer that comes after f has timed out
-// still adds its slots, which are on the store's schedule either way.
-func (l *Limiter) book(ctx context.Context, f *flight) {
+// book makes f's round trip, once the refunds under way when it was
+// launched are done (refunded closed; nil for none): a booking that reached
+// the store first would make the store refuse them, and the slots given
+// back would be lost. The wait counts against the round trip's Timeout. An
+// answer that comes after f has timed out still adds its slots, which are
+// on the store's schedule either way.
+func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	if refunded != nil {
+		select {
+		case <-refunded:
+		case <-ctx.Done():
+		}
+	}
 	wait, mark, err := l.store.Book(ctx, l.sched, f.n, f.after)
 	late := ctx.Err() != nil
 	cancel()
@@ -516,18 +533,37 @@ func (l *Limiter) book(ctx context.Context, f *flight) {
 	}
 	wait = max(wait, f.after)
 	l.mu.Lock()
-	if err == nil {
-		l.add(wait, mark, f, recv)
+	defer l.mu.Unlock()
+	if err != nil {
+		l.settle(f, err, recv)
+		return
 	}
-	l.settle(f, err, recv)
-	l.mu.Unlock()
+	b := l.add(wait, mark, f, recv)
+	waiters := f.waiters // settle clears them; none if f timed out before
+	l.settle(f, nil, recv)
+	// Waiters served with slots given back while f was under way (see
+	// release) leave as many of b's slots unneeded: its unused tail goes
+	// back to the store, which takes it, b being the last booking.
+	older := 0
+	for _, w := range waiters {
+		if w.got != nil && w.got.b != b {
+			older++
+		}
+	}
+	if older > 0 && b == l.latest && l.flight == nil {
+		n := 0
+		for n < min(older, b.n) && !b.taken[b.n-1-n] {
+			n++
+		}
+		l.giveBack(b, n)
+	}
 }
 
 // add makes a batch of the n slots booked by f, which the store placed wait
 // after its now; on this process's clock that now is recv, the time the
 // answer arrived, which is no earlier than the store's: so no slot starts
 // before its place.
-func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time) {
+func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time) *batch {
 	b := &batch{
 		first: recv.Add(wait - l.sched.Tolerance),
 		floor: recv.Add(f.after),
@@ -549,6 +585,7 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time)
 	if end := recv.Add(wait).Add(time.Duration(f.n) * l.sched.Interval).Add(-l.sched.Tolerance); end.After(l.frontier) {
 		l.frontier = end
 	}
+	return b
 }
 
 // settle ends f, once: it hands out slots to f's waiters in turn and wakes
@@ -667,16 +704,33 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 	// Only the last slot of the latest batch goes back to the store (with
 	// the unused ones before it): at low rates, where a batch is one slot,
 	// that saves a slow limit an interval; at high rates the process hands
-	// the slot out again, which costs no round trip.
-	if b != l.latest || i != b.n-1 || now.Before(l.downUntil) {
+	// the slot out again, which costs no round trip. While a booking is
+	// under way the slot stays here: that booking would reach the store
+	// before the refund, which the store would then refuse, so the slot
+	// would be lost; the booking's waiters take it instead (see book).
+	if b != l.latest || i != b.n-1 || now.Before(l.downUntil) || l.flight != nil {
 		return
 	}
 	j := i
 	for j > 0 && !b.taken[j-1] {
 		j--
 	}
-	n := b.n - j
-	b.n, b.free = j, b.free-n
+	l.giveBack(b, b.n-j)
+}
+
+// giveBack takes the last n slots of b, which are unused, from the process
+// and refunds them to the store in the background. Until the refund is
+// done, the process's next booking waits for it (see book), so that it
+// does not reach the store first and make the store refuse the refund.
+func (l *Limiter) giveBack(b *batch, n int) {
+	if n <= 0 {
+		return
+	}
+	b.n, b.free = b.n-n, b.free-n
+	if l.refunding == 0 {
+		l.refunded = make(chan struct{})
+	}
+	l.refunding++
 	go l.refund(b.mark, n)
 }
 
@@ -685,6 +739,12 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 // safe.
 func (l *Limiter) refund(mark int64, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
 	_, _ = l.store.Refund(ctx, l.sched, mark, n)
+	cancel()
+	l.mu.Lock()
+	if l.refunding--; l.refunding == 0 {
+		close(l.refunded)
+		l.refunded = nil
+	}
+	l.mu.Unlock()
 }

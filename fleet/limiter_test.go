@@ -551,3 +551,109 @@ func TestNewBadInput(t *testing.T) {
 	_, err = new(fleet.Limiter).Reserve(t.Context(), now)
 	assert.EqualError(t, err, "fleet: a Limiter must be made by New", "the zero Limiter fails, never panics")
 }
+
+// reordering is a store whose refunds take longer than its bookings, as on
+// a network that delivers one connection's messages before another's; and
+// whose bookings, while gate is set, wait for it to close.
+type reordering struct {
+	*memStore
+	refundDelay time.Duration
+	mu          sync.Mutex
+	gate        chan struct{}
+	held        chan struct{} // gets a value when a booking waits at the gate
+}
+
+func (s *reordering) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	s.mu.Lock()
+	gate, held := s.gate, s.held
+	s.mu.Unlock()
+	if gate != nil {
+		held <- struct{}{}
+		<-gate
+	}
+	return s.memStore.Book(ctx, sc, n, after)
+}
+
+func (s *reordering) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
+	time.Sleep(s.refundDelay)
+	return s.memStore.Refund(ctx, sc, mark, n)
+}
+
+func (s *reordering) hold() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate, s.held = make(chan struct{}), make(chan struct{}, 1)
+	return s.held
+}
+
+func (s *reordering) open() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.gate)
+	s.gate = nil
+}
+
+// A slot given back (a call's deadline came first, or it was cancelled) is
+// not lost when the process's next booking would reach the store before the
+// refund: the booking waits for the refund, and takes the place given back.
+// Real goroutines and a real clock, no synctest: the refund and the booking
+// race as they do in production. The places are the store's own, so the
+// checks do not depend on the machine's speed.
+func TestLimiterCancelledSlotIsNotLostToTheNextBooking(t *testing.T) {
+	t.Parallel()
+	mem := &memStore{latency: 2 * time.Millisecond}
+	store := &reordering{memStore: mem, refundDelay: 20 * time.Millisecond}
+	lim := newLimiter(t, store, 5, 1, &fleet.Options{Timeout: time.Minute}) // a slot every 200ms
+	ctx := t.Context()
+
+	_, err := lim.Reserve(ctx, time.Now())
+	require.NoError(t, err)
+	r2, err := lim.Reserve(ctx, time.Now())
+	require.NoError(t, err)
+	lim.Cancel(r2) // its refund takes 20ms to reach the store, the next booking 2ms
+	_, err = lim.Reserve(ctx, time.Now())
+	require.NoError(t, err)
+	places := mem.booked()
+	require.Len(t, places, 3)
+	assert.Equal(t, places[1], places[2], "the next booking took the place given back")
+	_, _, refunds := mem.stats()
+	assert.Equal(t, 1, refunds, "the store took the slot back")
+
+	// The same through the loop: a call whose deadline comes before its slot
+	// gives it back, and the next call gets it.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = retry.Do(short, func(context.Context) error { return nil }, retry.Policy{Limiter: lim})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "its slot is 200ms away")
+	start := time.Now()
+	var started time.Time
+	require.NoError(t, retry.Do(ctx, func(context.Context) error { started = time.Now(); return nil }, retry.Policy{Limiter: lim}))
+	places = mem.booked()
+	require.Len(t, places, 5)
+	assert.Equal(t, places[3], places[4], "the next call took the place given back")
+	t.Logf("the next call started %v after it was made (a slot every 200ms)", started.Sub(start))
+
+	// A slot given back while a booking is under way stays with the process
+	// (a refund would reach the store after that booking, and be refused):
+	// the booking's waiter takes it, and the slot that booking made goes
+	// back to the store instead, for the next booking.
+	r6, err := lim.Reserve(ctx, time.Now())
+	require.NoError(t, err)
+	held := store.hold()
+	var r7 retry.Reservation
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		r7, err = lim.Reserve(ctx, time.Now())
+	})
+	<-held // r7's booking is under way
+	lim.Cancel(r6)
+	store.open()
+	wg.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, r6.Start, r7.Start, "the waiter took the slot given back")
+	_, err = lim.Reserve(ctx, time.Now())
+	require.NoError(t, err)
+	places = mem.booked()
+	require.Len(t, places, 8)
+	assert.Equal(t, places[6], places[7], "the unneeded slot of the booking under way went back, and the next booking took it")
+}

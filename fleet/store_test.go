@@ -29,6 +29,7 @@ type memStore struct {
 	slots   int         // slots booked
 	refunds int         // refunds taken
 	asks    []time.Time // when each Book was called, answered or not
+	places  []time.Time // each booking's base: the place of its first slot, less the tolerance
 }
 
 // newLimiter returns fleet.New's Limiter, or ends the test.
@@ -85,6 +86,7 @@ func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after tim
 	}
 	s.tat = base.Add(time.Duration(n) * sc.Interval)
 	s.seq++
+	s.places = append(s.places, base)
 	mark := s.seq
 	s.books++
 	s.slots += n
@@ -113,6 +115,13 @@ func (s *memStore) stats() (books, slots, refunds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.books, s.slots, s.refunds
+}
+
+// booked returns each booking's base, in the order they were made.
+func (s *memStore) booked() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.places)
 }
 
 // asked returns when each Book was called.
