@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ type memStore struct {
 	tat     time.Time
 	seq     int64
 	latency time.Duration
+	jitter  time.Duration // each leg takes latency plus a uniform draw from [0, jitter)
 	down    error
 	hang    bool
 	books   int         // round trips that booked
@@ -61,6 +63,9 @@ func (s *memStore) travel(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	if s.jitter > 0 {
+		latency += rand.N(s.jitter)
+	}
 	if latency > 0 {
 		select {
 		case <-time.After(latency):
@@ -72,11 +77,16 @@ func (s *memStore) travel(ctx context.Context) error {
 }
 
 func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	wait, mark, _, err := s.BookClocked(ctx, sc, n, after)
+	return wait, mark, err
+}
+
+func (s *memStore) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, int64, error) {
 	s.mu.Lock()
 	s.asks = append(s.asks, time.Now())
 	s.mu.Unlock()
 	if err := s.travel(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s.mu.Lock()
 	now := time.Now()
@@ -92,9 +102,9 @@ func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after tim
 	s.slots += n
 	s.mu.Unlock()
 	if err := s.travel(ctx); err != nil {
-		return 0, 0, err // booked, but the answer was lost: the slots are wasted
+		return 0, 0, 0, err // booked, but the answer was lost: the slots are wasted
 	}
-	return base.Sub(now), mark, nil
+	return base.Sub(now), mark, now.UnixNano(), nil
 }
 
 func (s *memStore) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {

@@ -82,23 +82,30 @@ FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns)
 ON CONFLICT (name) DO UPDATE SET (tat, at, seq) = (
 	SELECT least(greatest(l.tat, c.ns + $2::bigint), 9223372036854775807 - $3::bigint) + $3::bigint, c.ns, l.seq + 1
 	FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c)
-RETURNING tat - $3::bigint - at, seq`
+RETURNING tat - $3::bigint - at, seq, at`
 
 const refundSQL = `UPDATE retry_limiter SET tat = tat - $3::bigint WHERE name = $1 AND seq = $2`
 
 func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	wait, mark, _, err := s.BookClocked(ctx, sc, n, after)
+	return wait, mark, err
+}
+
+// BookClocked makes the store a fleet.ClockedStore: now is the server's
+// clock_timestamp() at the booking, in nanoseconds since 1970.
+func (s *store) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, int64, error) {
 	span := spanOf(n, sc.Interval)
-	var wait, mark int64
-	err := s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
+	var wait, mark, now int64
+	err := s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark, &now)
 	if isUndefinedTable(err) {
 		if err = s.create(ctx); err == nil {
-			err = s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
+			err = s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark, &now)
 		}
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return time.Duration(wait), mark, nil
+	return time.Duration(wait), mark, now, nil
 }
 
 func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {

@@ -85,7 +85,7 @@ if seq then seq = seq + 1 else seq = now end
 local tat2 = base + span
 redis.call('HSET', KEYS[1], 'tat', string.format('%.17g', tat2), 'seq', string.format('%.17g', seq))
 redis.call('PEXPIRE', KEYS[1], math.ceil((tat2 - now) / 1000) + 60000)
-return {string.format('%.17g', base - now), string.format('%.17g', seq)}
+return {string.format('%.17g', base - now), string.format('%.17g', seq), t[1], t[2]}
 `)
 
 var refundScript = redis.NewScript(`
@@ -111,21 +111,31 @@ func micros(d time.Duration) string {
 }
 
 func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	wait, mark, _, err := s.BookClocked(ctx, sc, n, after)
+	return wait, mark, err
+}
+
+// BookClocked makes the store a fleet.ClockedStore: now is Redis's TIME at
+// the booking, in nanoseconds since 1970 (to the microsecond).
+func (s *store) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, int64, error) {
 	res, err := bookScript.Run(ctx, s.client, []string{s.key}, micros(span(n, sc.Interval)), micros(after)).StringSlice()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if len(res) != 2 {
-		return 0, 0, fmt.Errorf("retryredis: booking script answered %q", res)
+	if len(res) != 4 {
+		return 0, 0, 0, fmt.Errorf("retryredis: booking script answered %q", res)
 	}
 	wait, err1 := strconv.ParseFloat(res[0], 64)
 	mark, err2 := strconv.ParseFloat(res[1], 64)
-	if err := errors.Join(err1, err2); err != nil || wait < 0 || math.IsNaN(wait) {
-		return 0, 0, fmt.Errorf("retryredis: booking script answered %q: %w", res, err)
+	sec, err3 := strconv.ParseInt(res[2], 10, 64)
+	usec, err4 := strconv.ParseInt(res[3], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil || wait < 0 || math.IsNaN(wait) {
+		return 0, 0, 0, fmt.Errorf("retryredis: booking script answered %q: %w", res, err)
 	}
+	now := sec*1e9 + usec*1e3
 	// Clamped before converting: a float64 above the int64 range converts
 	// to a negative Duration.
-	return time.Duration(math.Min(math.Round(wait*1e3), math.MaxInt64/2)), int64(mark), nil
+	return time.Duration(math.Min(math.Round(wait*1e3), math.MaxInt64/2)), int64(mark), now, nil
 }
 
 func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {

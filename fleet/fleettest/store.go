@@ -116,6 +116,27 @@ func TestStore(t *testing.T, newStore func(t *testing.T) fleet.Store) {
 			prev = w
 		}
 	})
+	t.Run("Clock", func(t *testing.T) {
+		s := newStore(t)
+		c, ok := s.(fleet.ClockedStore)
+		if !ok {
+			t.Skip("not a fleet.ClockedStore")
+		}
+		sc := fleet.Schedule{Interval: time.Second}
+		var prev int64
+		for i := range 3 {
+			_, _, now, err := c.BookClocked(t.Context(), sc, 1, 0)
+			if err != nil {
+				t.Fatalf("BookClocked: %v", err)
+			}
+			if now < prev {
+				t.Errorf("booking %d: the store's clock went back from %d to %d", i, prev, now)
+			}
+			prev = now
+		}
+		// The store's clock need not be the test's; one on this machine is.
+		t.Logf("the store's clock is %v ahead of the test's", time.Duration(prev-time.Now().UnixNano()))
+	})
 	t.Run("Canceled", func(t *testing.T) {
 		s := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())
