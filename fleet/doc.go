@@ -6,7 +6,10 @@
 // modules retrypg (PostgreSQL, through pgx) and retryredis (Redis, through
 // go-redis) provide the stores:
 //
-//	lim := retryredis.NewLimiter(client, "provider", 200, 20, nil)
+//	lim, err := retryredis.NewLimiter(client, "provider", 200, 20, nil)
+//	if err != nil {
+//		return err // the error names the field: an empty name, a rate or burst that admits nothing
+//	}
 //	policy := retry.Policy{Limiter: lim, Budget: retry.NewBudget(0.1, 10.0/4)}
 //
 // This package holds what the stores share: the booking algorithm, the
@@ -57,7 +60,14 @@
 // booking waits past its caller's deadline; the Limiter stops waiting at the
 // timeout even for a client that ignores its context (go-redis does, unless
 // ContextTimeoutEnabled). A store that does not answer in time, or fails,
-// is left alone for a second, and then asked again. Meanwhile the slots the
+// is left alone for a pause, and then asked again by one booking (the
+// others are served as during the pause until it answers): 10ms at first,
+// 1.5 times longer with each failure in a row, up to 100ms, less a random
+// part of up to half. So a store that restarts in 100ms costs little more
+// than that (the probe that finds it back comes at most 76ms after it is),
+// one away for longer at most 100ms more than its absence, and a store
+// that stays down is asked 10 to 20 times a second by each process that
+// has calls to make. Meanwhile the slots the
 // process already holds are still handed out, and then, by default, the
 // Limiter fails closed: the call stops, its error says "fleet: limiter
 // store unavailable" with the store's own error, and the provider sees

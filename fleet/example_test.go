@@ -15,8 +15,16 @@ import (
 // start at once and the third a tenth of a second later.
 func Example() {
 	store := &memStore{}
-	a := fleet.New(store, 10, 2, nil) // in process A
-	b := fleet.New(store, 10, 2, nil) // in process B
+	a, err := fleet.New(store, 10, 2, nil) // in process A
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := fleet.New(store, 10, 2, nil) // in process B
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	var first time.Time
 	for i, lim := range []*fleet.Limiter{a, b, a} {
 		err := retry.Do(context.Background(), func(context.Context) error {

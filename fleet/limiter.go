@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 type Options struct {
 	// Timeout bounds each round trip to the store; a booking never waits
 	// longer than that, nor past its caller's deadline. A store that has not
-	// answered by then counts as unavailable. 0 means 100ms.
+	// answered by then counts as unavailable. 0 means 100ms; [New] refuses
+	// a negative value.
 	Timeout time.Duration
 
 	// Fallback is the share of the rate that each process may use on its
@@ -29,7 +31,7 @@ type Options struct {
 	// share of the rate and of the burst (at least 1). 0 means fail closed:
 	// while the store is unavailable, every booking that the process's own
 	// slots cannot serve fails with an error that [errors.Is] ErrUnavailable
-	// (see [Limiter]). Values above 1 count as 1; negative or NaN values as 0.
+	// (see [Limiter]). [New] refuses a value outside [0, 1] (NaN included).
 	Fallback float64
 
 	// Horizon is the most a process books for itself in one round trip,
@@ -70,11 +72,34 @@ const (
 	// follow a change in demand within a second.
 	demandWindow = 250 * time.Millisecond
 
-	// pause is how long the Limiter leaves a store alone after a failed
-	// booking: bookings meanwhile fall back (or fail) at once instead of
-	// each waiting Timeout for a store that is down. The first booking after
-	// the pause asks the store again.
-	pause = time.Second
+	// minPause and maxPause bound how long the Limiter leaves a store
+	// alone after a failed booking: bookings meanwhile fall back (or fail)
+	// at once instead of each waiting Timeout for a store that is down, and
+	// the first booking after the pause asks the store again. The pause
+	// starts short, so that a store back at once (a restart, a connection
+	// that dropped) costs little more than its own absence, and grows by
+	// pauseGrowth with each failure in a row while the store stays away, up
+	// to maxPause: short enough that a store back after a long outage costs
+	// at most that much more of the fleet's rate, long enough that a
+	// process asks a store that is down at most 20 times a second. Only
+	// one booking of a process waits for such a probe; the others fail (or
+	// fall back) at once meanwhile, so a store that hangs costs one
+	// booking a Timeout per probe. See pauseAfter.
+	minPause    = 10 * time.Millisecond
+	maxPause    = 100 * time.Millisecond
+	pauseGrowth = 1.5
+
+	// maxInterval is the longest emission interval, about 36 years: a
+	// lower rate counts as one slot per maxInterval. It keeps every sum of
+	// the schedule (the store's now, plus a wait, the tolerance and a
+	// batch's span) inside an int64 of nanoseconds, where a rate such as
+	// rate.Every(math.MaxInt64) would make the interval wrap to a negative
+	// duration and admit everything.
+	maxInterval = time.Duration(1) << 60
+
+	// maxAhead is the furthest ahead of now a booking is placed (after),
+	// the tolerance included: a quarter of the int64 range, about 73 years.
+	maxAhead = time.Duration(math.MaxInt64 / 4)
 )
 
 // Limiter is a [retry.Limiter] whose rate is shared by every process that
@@ -82,7 +107,8 @@ const (
 // schedule, so the whole fleet starts at most rate attempts per second, plus
 // the burst, over any window (see the package doc for the proof and for what
 // a late attempt changes). Make one with [New]; the modules retrypg and
-// retryredis make one on their stores.
+// retryredis make one on their stores. The zero Limiter is not usable: its
+// Reserve fails with an error that says so.
 //
 // A process books slots for itself in batches, one round trip each, and
 // hands them out to its calls: a booking takes the first unused slot of the
@@ -96,8 +122,12 @@ const (
 // (no slot wasted, one round trip per attempt), up to Options.Horizon of the
 // rate when the schedule is booked ahead (few round trips, none wasted).
 //
-// A booking's Start is its slot's time on this process's clock: the time the
-// store's answer arrived plus the wait it gave. Its Slack is the time the
+// A booking's Start is its slot's time on this process's clock: the store's
+// now plus the wait it gave, with the store's now taken as the time its
+// answer arrived, or, from a [ClockedStore] and for a batch whose slots are
+// all still to come, mapped from the store's own clock (see ClockedStore):
+// so a slow answer does not move its slots onto places that others hold,
+// once the process has seen a fast round trip. Its Slack is the time the
 // rate takes to refill the burst (at least 1ms), as for [retry.RateLimiter].
 // A booking is never earlier than the time asked for, when that is within
 // the burst's tolerance (or one interval) from now; a retry planned later
@@ -111,13 +141,24 @@ const (
 // has not passed; when it is the last of the process's latest batch and
 // everything after it in the batch is unused, the batch's unused tail goes
 // back to the store too, which takes it back only if no booking came after
-// (see [Store].Refund). Refunds are sent in the background.
+// (see [Store].Refund). Refunds are sent in the background, and the
+// process's next round trip waits for them: were it to reach the store
+// first, the store would refuse the refund and the slot would be lost. A
+// slot given back while a round trip is under way stays with the process
+// instead, for the same reason; that round trip's waiters take it, and the
+// slots it booked that they no longer need go back to the store.
 //
 // When the store does not answer within Options.Timeout, or fails, the
 // Limiter fails closed (Reserve returns an error that [errors.Is]
 // ErrUnavailable and wraps the cause), or, with Options.Fallback, books on a
 // local limiter at that share of the rate; slots already booked are still
-// handed out. It asks the store again 1s later. Nothing makes it unlimited
+// handed out. It asks the store again after a pause that starts at 10ms and
+// grows 1.5 times with each failure in a row, up to 100ms, less a random
+// part of up to half (so that processes that saw the store fail together do
+// not ask it together): a store back after an outage costs about the
+// outage and at most 100ms more. One booking asks (a probe) and waits for
+// the answer; the others meanwhile are served as while the store is left
+// alone. Nothing makes it unlimited
 // but a rate of rate.Inf.
 //
 // A Limiter is safe for concurrent use by any number of goroutines. Every
@@ -125,6 +166,7 @@ const (
 // only the schedule's end.
 type Limiter struct {
 	store     Store
+	clocked   ClockedStore // store, when it tells its clock
 	sched     Schedule
 	rate      float64 // per second
 	slack     time.Duration
@@ -135,7 +177,6 @@ type Limiter struct {
 	fallback  *rate.Limiter // nil: fail closed
 	fbSlack   time.Duration
 	onErr     func(error)
-	never     error // when set, every booking fails with it
 	unlimited bool
 
 	mu        sync.Mutex
@@ -146,10 +187,14 @@ type Limiter struct {
 	backlog   int       // bookings the last round trip could not serve
 	downUntil time.Time // while the store is left alone
 	downErr   error
-	fbFrom    time.Time // the fallback books no earlier: the frontier when the store failed
-	fbLast    time.Time // the latest time given to the fallback, which must not go back
-	resume    time.Time // the latest start the fallback booked: the store's next booking is not earlier
-	winStart  time.Time // demand: bookings counted since winStart
+	fails     int // failed round trips in a row
+	clock     storeClock
+	refunding int           // refunds under way
+	refunded  chan struct{} // closed when they are done; nil when none is under way
+	fbFrom    time.Time     // the fallback books no earlier: the frontier when the store failed
+	fbLast    time.Time     // the latest time given to the fallback, which must not go back
+	resume    time.Time     // the latest start the fallback booked: the store's next booking is not earlier
+	winStart  time.Time     // demand: bookings counted since winStart
 	winCount  int
 	demand    float64 // bookings per second in the last window
 }
@@ -157,30 +202,49 @@ type Limiter struct {
 // New returns a Limiter of r attempts per second with bursts of burst,
 // shared through store by every process that uses it; opts may be nil.
 //
+// It fails, with an error that names the field, for a nil store, a rate
+// that admits nothing (0 or less, or NaN), a burst below 1 (except with
+// rate.Inf), a negative Options.Timeout, or an Options.Fallback outside
+// [0, 1]: input that would otherwise show only as every call failing.
+//
 // A rate of rate.Inf makes every booking start at once, without a round
-// trip. A rate of 0 or less (or NaN), or a burst below 1, admits nothing:
-// every Reserve fails with an error that says so. A rate above 1e9 counts as
-// 1e9 (a slot every nanosecond).
-func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
+// trip, whatever the burst. A rate above 1e9 counts as 1e9 (a slot every
+// nanosecond), and one below a slot every 2^60ns (about 36 years, such as
+// rate.Every(math.MaxInt64)) as a slot every 2^60ns: its burst, then nothing
+// for decades.
+func New(store Store, r rate.Limit, burst int, opts *Options) (*Limiter, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	l := &Limiter{store: store, onErr: o.OnStoreError}
 	switch {
-	case r == rate.Inf:
-		l.unlimited = true
-		return l
-	case !(r > 0) || burst < 1:
-		l.never = fmt.Errorf("fleet: a rate of %v with a burst of %d admits no attempt", float64(r), burst)
-		return l
 	case store == nil:
-		l.never = errors.New("fleet: nil Store")
-		return l
+		return nil, errors.New("fleet: store is nil")
+	case r == rate.Inf:
+	case !(r > 0):
+		return nil, fmt.Errorf("fleet: rate %v admits no attempt: it must be above 0 (rate.Inf for no limit)", float64(r))
+	case burst < 1:
+		return nil, fmt.Errorf("fleet: burst %d admits no attempt: it must be at least 1", burst)
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("fleet: Options.Timeout %v is negative (0 means the default, 100ms)", o.Timeout)
+	}
+	if !(o.Fallback >= 0 && o.Fallback <= 1) {
+		return nil, fmt.Errorf("fleet: Options.Fallback %v is not a share of the rate between 0 and 1", o.Fallback)
+	}
+	l := &Limiter{store: store, onErr: o.OnStoreError}
+	l.clocked, _ = store.(ClockedStore)
+	l.clock.epoch = time.Now()
+	if r == rate.Inf {
+		l.unlimited = true
+		return l, nil
 	}
 	l.rate = min(float64(r), 1e9)
-	interval := time.Duration(math.Max(1, math.Round(float64(time.Second)/l.rate)))
-	tolerance := time.Duration(math.Min(float64(burst-1)*float64(interval), math.MaxInt64/4))
+	// Clamp in float64 before converting: a float64 above the int64 range
+	// converts to a negative Duration.
+	interval := time.Duration(math.Min(math.Max(1, math.Round(float64(time.Second)/l.rate)), float64(maxInterval)))
+	l.rate = max(l.rate, float64(time.Second)/float64(maxInterval))
+	tolerance := time.Duration(math.Min(float64(burst-1)*float64(interval), float64(maxAhead)))
 	l.sched = Schedule{Interval: interval, Tolerance: tolerance}
 	l.maxAfter = max(tolerance, interval)
 	l.slack = max(tolerance+interval, time.Millisecond)
@@ -189,7 +253,7 @@ func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
 	if l.timeout <= 0 {
 		l.timeout = defaultTimeout
 	}
-	l.horizon = o.Horizon
+	l.horizon = min(o.Horizon, maxInterval)
 	if l.horizon == 0 {
 		l.horizon = defaultHorizon
 	}
@@ -200,13 +264,12 @@ func New(store Store, r rate.Limit, burst int, opts *Options) *Limiter {
 		l.horizon = 0
 	}
 	if share := o.Fallback; share > 0 {
-		share = min(share, 1)
 		fb := l.rate * share
 		fbBurst := max(1, math.Ceil(float64(burst)*share))
 		l.fallback = rate.NewLimiter(rate.Limit(fb), int(fbBurst))
 		l.fbSlack = max(time.Duration(fbBurst/fb*float64(time.Second)), time.Millisecond)
 	}
-	return l
+	return l, nil
 }
 
 // batch is the slots of one booking that this process holds.
@@ -278,14 +341,13 @@ type waiter struct {
 // unused slot; otherwise it waits for one, at most Options.Timeout, and
 // returns when ctx ends, with context.Cause(ctx). It fails with an error
 // that [errors.Is] ErrUnavailable when the store is unavailable and the
-// Limiter fails closed, or with the error New described for a limit that
-// admits nothing.
+// Limiter fails closed.
 func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, error) {
-	if l.never != nil {
-		return retry.Reservation{}, l.never
-	}
 	if l.unlimited {
 		return retry.Reservation{Start: t}, nil
+	}
+	if l.store == nil {
+		return retry.Reservation{}, errors.New("fleet: a Limiter must be made by New")
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -300,7 +362,9 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 			l.mu.Unlock()
 			return l.reservation(ref), nil
 		}
-		if now.Before(l.downUntil) {
+		if now.Before(l.downUntil) || l.fails > 0 && l.flight != nil {
+			// Left alone, or being probed by another booking, which alone
+			// waits for the answer.
 			r, err := l.unavailable(now, l.downErr)
 			l.mu.Unlock()
 			return r, err
@@ -326,8 +390,15 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 		}
 		l.mu.Lock()
 		if w.got != nil {
+			r := l.reservation(w.got)
+			if now := time.Now(); r.Start.Before(now) {
+				// A slot whose place passed while the answer was on its
+				// way starts now (see settle); its Start says so, so that
+				// the loop does not take it for a stalled wake-up.
+				r.Start = now
+			}
 			l.mu.Unlock()
-			return l.reservation(w.got), nil
+			return r, nil
 		}
 		if f.err != nil {
 			r, err := l.unavailable(time.Now(), f.err)
@@ -386,7 +457,7 @@ func (l *Limiter) size(now time.Time, waiting int) int {
 }
 
 // take hands out the first unused slot at or after want, dropping the
-// batches that have passed, or returns nil. It does not take a slot so far
+// batches that have passed by now, or returns nil. It does not take a slot so far
 // ahead (past the horizon from the later of want and the store's next free
 // slot, as last seen) that a round trip would likely find an earlier one.
 func (l *Limiter) take(want, now time.Time) *slotRef {
@@ -438,7 +509,7 @@ func (l *Limiter) reservation(ref *slotRef) retry.Reservation {
 func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 	f := &flight{done: make(chan struct{}), n: l.size(now, l.backlog+1), after: want.Sub(now)}
 	if d := l.resume.Sub(now); d > f.after {
-		f.after = d // after an outage, not over the fallback's bookings
+		f.after = min(d, maxAhead) // after an outage, not over the fallback's bookings
 	}
 	l.flight, l.backlog = f, 0
 	f.timer = time.AfterFunc(l.timeout, func() {
@@ -446,15 +517,33 @@ func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 		l.settle(f, errNoAnswer(l.timeout), time.Now())
 		l.mu.Unlock()
 	})
-	go l.book(context.WithoutCancel(ctx), f)
+	go l.book(context.WithoutCancel(ctx), f, l.refunded)
 	return f
 }
 
-// book makes f's round trip. An answer that comes after f has timed out
-// still adds its slots, which are on the store's schedule either way.
-func (l *Limiter) book(ctx context.Context, f *flight) {
+// book makes f's round trip, once the refunds under way when it was
+// launched are done (refunded closed; nil for none): a booking that reached
+// the store first would make the store refuse them, and the slots given
+// back would be lost. The wait counts against the round trip's Timeout. An
+// answer that comes after f has timed out still adds its slots, which are
+// on the store's schedule either way.
+func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	wait, mark, err := l.store.Book(ctx, l.sched, f.n, f.after)
+	if refunded != nil {
+		select {
+		case <-refunded:
+		case <-ctx.Done():
+		}
+	}
+	sent := time.Now()
+	var wait time.Duration
+	var mark, storeNow int64
+	var err error
+	if l.clocked != nil {
+		wait, mark, storeNow, err = l.clocked.BookClocked(ctx, l.sched, f.n, f.after)
+	} else {
+		wait, mark, err = l.store.Book(ctx, l.sched, f.n, f.after)
+	}
 	late := ctx.Err() != nil
 	cancel()
 	recv := time.Now()
@@ -467,18 +556,50 @@ func (l *Limiter) book(ctx context.Context, f *flight) {
 	}
 	wait = max(wait, f.after)
 	l.mu.Lock()
-	if err == nil {
-		l.add(wait, mark, f, recv)
+	defer l.mu.Unlock()
+	if err != nil {
+		l.settle(f, err, recv)
+		return
 	}
-	l.settle(f, err, recv)
-	l.mu.Unlock()
+	at := recv
+	if l.clocked != nil {
+		// By the store's clock only a batch booked ahead, all of whose
+		// slots are still to come: one whose first places have passed
+		// (a schedule not booked ahead, as below the limit) is placed from
+		// when the answer came, as from a Store, so that none of its slots
+		// starts late and together with those placed after it.
+		if est := l.clock.local(sent, recv, storeNow); !est.Add(max(wait-l.sched.Tolerance, f.after)).Before(recv) {
+			at = est
+		}
+	}
+	b := l.add(wait, mark, f, at)
+	waiters := f.waiters // settle clears them; none if f timed out before
+	l.settle(f, nil, recv)
+	// Waiters served with slots given back while f was under way (see
+	// release) leave as many of b's slots unneeded: its unused tail goes
+	// back to the store, which takes it, b being the last booking.
+	older := 0
+	for _, w := range waiters {
+		if w.got != nil && w.got.b != b {
+			older++
+		}
+	}
+	if older > 0 && b == l.latest && l.flight == nil {
+		n := 0
+		for n < min(older, b.n) && !b.taken[b.n-1-n] {
+			n++
+		}
+		l.giveBack(b, n)
+	}
 }
 
 // add makes a batch of the n slots booked by f, which the store placed wait
-// after its now; on this process's clock that now is recv, the time the
-// answer arrived, which is no earlier than the store's: so no slot starts
-// before its place.
-func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time) {
+// after its now; on this process's clock that now is recv: the time the
+// answer arrived, which is no earlier than the store's, so that no slot
+// starts before its place; or, from a ClockedStore, the store's time mapped
+// onto this process's clock (see storeClock), which is no later, and off
+// by at most half the fastest round trip.
+func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time) *batch {
 	b := &batch{
 		first: recv.Add(wait - l.sched.Tolerance),
 		floor: recv.Add(f.after),
@@ -495,9 +616,12 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time)
 	}
 	l.batches = append(l.batches, b)
 	l.latest = b
-	if end := recv.Add(wait + time.Duration(f.n)*l.sched.Interval - l.sched.Tolerance); end.After(l.frontier) {
+	// Added one by one: a wait far ahead plus the batch's span may not fit
+	// in a Duration, while a Time holds them.
+	if end := recv.Add(wait).Add(time.Duration(f.n) * l.sched.Interval).Add(-l.sched.Tolerance); end.After(l.frontier) {
 		l.frontier = end
 	}
+	return b
 }
 
 // settle ends f, once: it hands out slots to f's waiters in turn and wakes
@@ -515,14 +639,22 @@ func (l *Limiter) settle(f *flight, err error, now time.Time) {
 		if !now.Before(l.downUntil) {
 			l.fbFrom = l.frontier
 		}
-		l.downUntil, l.downErr = now.Add(pause), err
+		l.downUntil, l.downErr = now.Add(pauseAfter(l.fails, rand.Float64())), err
+		l.fails++
 		if l.onErr != nil {
 			go l.onErr(err)
 		}
 	} else {
+		l.fails = 0
 		for _, w := range f.waiters {
 			if !w.gone {
-				if w.got = l.take(w.want, now); w.got == nil {
+				// A waiter may take a slot whose place passed while the
+				// answer was on its way (one placed by the store's clock),
+				// if it is not before the time the waiter asked for: it
+				// starts at once, late by no more than this answer was
+				// slower than the fastest. Skipping it would book again for
+				// the same, on a schedule not booked ahead, for ever.
+				if w.got = l.take(w.want, w.want); w.got == nil {
 					l.backlog++ // it books again, at once
 				}
 			}
@@ -530,6 +662,20 @@ func (l *Limiter) settle(f *flight, err error, now time.Time) {
 	}
 	f.waiters = nil
 	close(f.done)
+}
+
+// pauseAfter returns how long to leave the store alone after the failure
+// that follows fails failures in a row, from a uniform draw u in [0, 1):
+// minPause, growing pauseGrowth times with each failure up to maxPause, of
+// which a random half is taken off, so that the processes of a fleet, which
+// see a store fail together, do not all ask it again at once. After 6
+// failures in a row (208ms at most) it is between 50ms and 100ms.
+func pauseAfter(fails int, u float64) time.Duration {
+	d := float64(maxPause)
+	if fails < 32 {
+		d = min(d, float64(minPause)*math.Pow(pauseGrowth, float64(fails)))
+	}
+	return time.Duration(d/2 + u*d/2)
 }
 
 // unavailable serves a booking while the store is unavailable, for cause:
@@ -600,16 +746,33 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 	// Only the last slot of the latest batch goes back to the store (with
 	// the unused ones before it): at low rates, where a batch is one slot,
 	// that saves a slow limit an interval; at high rates the process hands
-	// the slot out again, which costs no round trip.
-	if b != l.latest || i != b.n-1 || now.Before(l.downUntil) {
+	// the slot out again, which costs no round trip. While a booking is
+	// under way the slot stays here: that booking would reach the store
+	// before the refund, which the store would then refuse, so the slot
+	// would be lost; the booking's waiters take it instead (see book).
+	if b != l.latest || i != b.n-1 || now.Before(l.downUntil) || l.flight != nil {
 		return
 	}
 	j := i
 	for j > 0 && !b.taken[j-1] {
 		j--
 	}
-	n := b.n - j
-	b.n, b.free = j, b.free-n
+	l.giveBack(b, b.n-j)
+}
+
+// giveBack takes the last n slots of b, which are unused, from the process
+// and refunds them to the store in the background. Until the refund is
+// done, the process's next booking waits for it (see book), so that it
+// does not reach the store first and make the store refuse the refund.
+func (l *Limiter) giveBack(b *batch, n int) {
+	if n <= 0 {
+		return
+	}
+	b.n, b.free = b.n-n, b.free-n
+	if l.refunding == 0 {
+		l.refunded = make(chan struct{})
+	}
+	l.refunding++
 	go l.refund(b.mark, n)
 }
 
@@ -618,6 +781,53 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 // safe.
 func (l *Limiter) refund(mark int64, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
 	_, _ = l.store.Refund(ctx, l.sched, mark, n)
+	cancel()
+	l.mu.Lock()
+	if l.refunding--; l.refunding == 0 {
+		close(l.refunded)
+		l.refunded = nil
+	}
+	l.mu.Unlock()
+}
+
+// maxDrift is the most the store's clock and this process's may drift
+// apart, per unit of time: 500ppm, the most NTP slews a clock.
+const maxDrift = 500e-6
+
+// storeClock maps a ClockedStore's time onto this process's monotonic clock.
+// Each round trip sent at s and answered at r (local times, in nanoseconds
+// from epoch) with the store's time T bounds the offset o = local - store:
+// s - T <= o <= r - T. The tightest bounds over the round trips so far,
+// widened by maxDrift for the time since, bound it still, and the estimate
+// is their middle: the fastest way out and the fastest way back set them,
+// so a slow answer is placed as if it had come as fast as those. The middle
+// rather than the latest bound (which would never place a slot early)
+// because what breaks the limit is the processes' estimates differing, and
+// the middle halves that: in TestLimiterHoldsUnderUnevenLatency, the most
+// attempts in 100ms went from 125 to 112 over 150 runs. An answer whose
+// bounds do not meet the widened ones means a clock jumped: the estimate
+// starts again from it.
+type storeClock struct {
+	epoch  time.Time // the local origin, with its monotonic reading
+	ok     bool
+	lo, hi int64 // bounds on the offset, in nanoseconds
+	at     int64 // the local time of the last update
+}
+
+// local returns, on this process's clock, the time the store's now of
+// storeNow most likely was, from a round trip sent at sent and answered at
+// recv: never later than recv.
+func (c *storeClock) local(sent, recv time.Time, storeNow int64) time.Time {
+	s, r := int64(sent.Sub(c.epoch)), int64(recv.Sub(c.epoch))
+	lo, hi := s-storeNow, r-storeNow
+	if c.ok {
+		widen := int64(float64(max(r-c.at, 0))*maxDrift) + 1
+		plo, phi := c.lo-widen, c.hi+widen
+		if lo <= phi && hi >= plo {
+			lo, hi = max(lo, plo), min(hi, phi)
+		}
+	}
+	c.ok, c.lo, c.hi, c.at = true, lo, hi, r
+	return c.epoch.Add(time.Duration(storeNow + lo + (hi-lo)/2))
 }

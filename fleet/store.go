@@ -56,3 +56,22 @@ type Schedule struct {
 	// (burst-1) * Interval.
 	Tolerance time.Duration
 }
+
+// ClockedStore is a [Store] that also says when it booked, on its own
+// clock. A [Limiter] then places each batch from the store's time rather
+// than from when the answer arrived: a slow answer would otherwise move
+// its slots later, onto places that bookings with fast answers already
+// hold, and a fleet whose round trips vary (0 to 90ms, say) would start
+// more than the limit in a short window. The stores of retrypg and
+// retryredis are ClockedStores.
+type ClockedStore interface {
+	Store
+
+	// BookClocked is Book, and also returns now, the store's time at which
+	// it booked (the time wait is measured from), in nanoseconds from an
+	// origin that the store keeps fixed (the Unix epoch, for a wall
+	// clock). Only the differences between its answers matter, so the
+	// store's clock may disagree with the process's; a clock that jumps is
+	// detected, and costs what a slow answer would.
+	BookClocked(ctx context.Context, s Schedule, n int, after time.Duration) (wait time.Duration, mark int64, now int64, err error)
+}

@@ -3,8 +3,13 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"sync"
+	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry/fleet"
 )
@@ -19,11 +24,24 @@ type memStore struct {
 	tat     time.Time
 	seq     int64
 	latency time.Duration
+	jitter  time.Duration // each leg takes latency plus a uniform draw from [0, jitter)
 	down    error
 	hang    bool
-	books   int // round trips that booked
-	slots   int // slots booked
-	refunds int // refunds taken
+	books   int         // round trips that booked
+	slots   int         // slots booked
+	refunds int         // refunds taken
+	asks    []time.Time // when each Book was called, answered or not
+	places  []time.Time // each booking's base: the place of its first slot, less the tolerance
+}
+
+// newLimiter returns fleet.New's Limiter, or ends the test.
+func newLimiter(t testing.TB, s fleet.Store, r rate.Limit, burst int, opts *fleet.Options) *fleet.Limiter {
+	t.Helper()
+	l, err := fleet.New(s, r, burst, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 var errStoreDown = errors.New("connection refused")
@@ -45,6 +63,9 @@ func (s *memStore) travel(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	if s.jitter > 0 {
+		latency += rand.N(s.jitter)
+	}
 	if latency > 0 {
 		select {
 		case <-time.After(latency):
@@ -56,8 +77,16 @@ func (s *memStore) travel(ctx context.Context) error {
 }
 
 func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
+	wait, mark, _, err := s.BookClocked(ctx, sc, n, after)
+	return wait, mark, err
+}
+
+func (s *memStore) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, int64, error) {
+	s.mu.Lock()
+	s.asks = append(s.asks, time.Now())
+	s.mu.Unlock()
 	if err := s.travel(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s.mu.Lock()
 	now := time.Now()
@@ -67,14 +96,15 @@ func (s *memStore) Book(ctx context.Context, sc fleet.Schedule, n int, after tim
 	}
 	s.tat = base.Add(time.Duration(n) * sc.Interval)
 	s.seq++
+	s.places = append(s.places, base)
 	mark := s.seq
 	s.books++
 	s.slots += n
 	s.mu.Unlock()
 	if err := s.travel(ctx); err != nil {
-		return 0, 0, err // booked, but the answer was lost: the slots are wasted
+		return 0, 0, 0, err // booked, but the answer was lost: the slots are wasted
 	}
-	return base.Sub(now), mark, nil
+	return base.Sub(now), mark, now.UnixNano(), nil
 }
 
 func (s *memStore) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
@@ -95,4 +125,18 @@ func (s *memStore) stats() (books, slots, refunds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.books, s.slots, s.refunds
+}
+
+// booked returns each booking's base, in the order they were made.
+func (s *memStore) booked() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.places)
+}
+
+// asked returns when each Book was called.
+func (s *memStore) asked() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.asks)
 }

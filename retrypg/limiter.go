@@ -3,7 +3,11 @@ package retrypg
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,12 +46,21 @@ const LimiterSchema = `CREATE TABLE IF NOT EXISTS retry_limiter (
 // database that has never seen it; a role that may not create tables needs
 // LimiterSchema run once by a migration. Every process must use the same
 // rate and burst for a name.
-func NewLimiter(pool *pgxpool.Pool, name string, r rate.Limit, burst int, opts *fleet.Options) *fleet.Limiter {
-	var s fleet.Store
-	if pool != nil {
-		s = &store{pool: pool, name: name}
+//
+// It fails, with an error that names the field, for a nil pool, a name that
+// is empty (callers who forgot it would share one limit) or that PostgreSQL
+// text cannot hold (a NUL byte, invalid UTF-8), and for what [fleet.New]
+// refuses: a rate or burst that admits nothing, or bad options.
+func NewLimiter(pool *pgxpool.Pool, name string, r rate.Limit, burst int, opts *fleet.Options) (*fleet.Limiter, error) {
+	switch {
+	case pool == nil:
+		return nil, errors.New("retrypg: NewLimiter: pool is nil")
+	case name == "":
+		return nil, errors.New("retrypg: NewLimiter: the limit's name is empty: each limit needs a name of its own")
+	case strings.IndexByte(name, 0) >= 0 || !utf8.ValidString(name):
+		return nil, fmt.Errorf("retrypg: NewLimiter: the limit's name %q is not text PostgreSQL can hold (a NUL byte or invalid UTF-8)", name)
 	}
-	return fleet.New(s, r, burst, opts)
+	return fleet.New(&store{pool: pool, name: name}, r, burst, opts)
 }
 
 // store is the fleet.Store of one row.
@@ -60,35 +73,55 @@ type store struct {
 // nanoseconds. The update reads the clock in its sub-select, after the row's
 // lock is taken, so that a booking that queued behind another is measured
 // from when it is made. The counter of a new row starts at the server's
-// time in microseconds.
+// time in microseconds. The end of the schedule saturates at the largest
+// bigint (the year 2262) instead of overflowing, which only a rate of a few
+// slots a century reaches: slots past it share that place.
 const bookSQL = `INSERT INTO retry_limiter AS l (name, tat, at, seq)
-SELECT $1, c.ns + $2::bigint + $3::bigint, c.ns, c.ns / 1000
+SELECT $1, least(c.ns + $2::bigint, 9223372036854775807 - $3::bigint) + $3::bigint, c.ns, c.ns / 1000
 FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c
 ON CONFLICT (name) DO UPDATE SET (tat, at, seq) = (
-	SELECT greatest(l.tat, c.ns + $2::bigint) + $3::bigint, c.ns, l.seq + 1
+	SELECT least(greatest(l.tat, c.ns + $2::bigint), 9223372036854775807 - $3::bigint) + $3::bigint, c.ns, l.seq + 1
 	FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS ns) c)
-RETURNING tat - $3::bigint - at, seq`
+RETURNING tat - $3::bigint - at, seq, at`
 
 const refundSQL = `UPDATE retry_limiter SET tat = tat - $3::bigint WHERE name = $1 AND seq = $2`
 
 func (s *store) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
-	span := int64(n) * int64(sc.Interval)
-	var wait, mark int64
-	err := s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
+	wait, mark, _, err := s.BookClocked(ctx, sc, n, after)
+	return wait, mark, err
+}
+
+// BookClocked makes the store a fleet.ClockedStore: now is the server's
+// clock_timestamp() at the booking, in nanoseconds since 1970.
+func (s *store) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, int64, error) {
+	span := spanOf(n, sc.Interval)
+	var wait, mark, now int64
+	err := s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark, &now)
 	if isUndefinedTable(err) {
 		if err = s.create(ctx); err == nil {
-			err = s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark)
+			err = s.pool.QueryRow(ctx, bookSQL, s.name, int64(after), span).Scan(&wait, &mark, &now)
 		}
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return time.Duration(wait), mark, nil
+	return time.Duration(wait), mark, now, nil
 }
 
 func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
-	tag, err := s.pool.Exec(ctx, refundSQL, s.name, mark, int64(n)*int64(sc.Interval))
+	tag, err := s.pool.Exec(ctx, refundSQL, s.name, mark, spanOf(n, sc.Interval))
 	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// spanOf returns n intervals in nanoseconds, at most math.MaxInt64.
+func spanOf(n int, interval time.Duration) int64 {
+	if n <= 0 || interval <= 0 {
+		return 0
+	}
+	if int64(interval) > math.MaxInt64/int64(n) {
+		return math.MaxInt64
+	}
+	return int64(n) * int64(interval)
 }
 
 // create creates the table. Processes that create it at the same time can

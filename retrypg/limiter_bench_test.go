@@ -42,7 +42,7 @@ func BenchmarkLimiterReserve(b *testing.B) {
 	pool := newPool(b, limiterDB(b))
 	warmUp(b, &store{pool: pool, name: limitName(b)})
 	b.Run("OneSlot", func(b *testing.B) {
-		lim := NewLimiter(pool, limitName(b), 1e6, 1, &fleet.Options{Horizon: -1})
+		lim := must(b)(NewLimiter(pool, limitName(b), 1e6, 1, &fleet.Options{Horizon: -1}))
 		for b.Loop() {
 			if _, err := lim.Reserve(b.Context(), time.Now()); err != nil {
 				b.Fatal(err)
@@ -52,7 +52,7 @@ func BenchmarkLimiterReserve(b *testing.B) {
 	})
 	b.Run("Batched", func(b *testing.B) {
 		s := &counted{Store: &store{pool: pool, name: limitName(b)}}
-		lim := fleet.New(s, 10_000, 1, nil)
+		lim := must(b)(fleet.New(s, 10_000, 1, nil))
 		for b.Loop() {
 			if _, err := lim.Reserve(b.Context(), time.Now()); err != nil {
 				b.Fatal(err)
@@ -63,7 +63,7 @@ func BenchmarkLimiterReserve(b *testing.B) {
 	})
 	b.Run("Paced", func(b *testing.B) {
 		s := &counted{Store: &store{pool: pool, name: limitName(b)}}
-		paced(b, fleet.New(s, 10_000, 1, nil))
+		paced(b, must(b)(fleet.New(s, 10_000, 1, nil)))
 		s.report(b)
 	})
 	b.Run("PacedLocal", func(b *testing.B) {

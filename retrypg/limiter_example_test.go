@@ -29,7 +29,11 @@ func ExampleNewLimiter() {
 	}
 	defer pool.Close()
 
-	policy := retry.Policy{Limiter: retrypg.NewLimiter(pool, "email-provider", 200, 20, nil)}
+	lim, err := retrypg.NewLimiter(pool, "email-provider", 200, 20, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	policy := retry.Policy{Limiter: lim}
 	calls := 0
 	err = retry.Do(context.Background(), func(ctx context.Context) error {
 		calls++ // the call to the provider

@@ -29,9 +29,26 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		d.Work(NewLimiter(pool, d.Name, rate.Limit(d.Rate), d.Burst, &fleet.Options{Fallback: d.Fallback, Timeout: d.Timeout}))
+		lim, err := NewLimiter(pool, d.Name, rate.Limit(d.Rate), d.Burst, &fleet.Options{Fallback: d.Fallback, Timeout: d.Timeout})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		d.Work(lim)
 	}
 	os.Exit(m.Run())
+}
+
+// must returns a function that returns a constructor's value, or ends the
+// test on its error: must(t)(NewLimiter(...)).
+func must(t testing.TB) func(*fleet.Limiter, error) *fleet.Limiter {
+	return func(l *fleet.Limiter, err error) *fleet.Limiter {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
 }
 
 // limiterDB returns the URL of the database the limiter's tests use, or

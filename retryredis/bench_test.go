@@ -40,7 +40,7 @@ func BenchmarkReserve(b *testing.B) {
 	c := newClient(b, redisURL(b))
 	warmUp(b, &store{client: c, key: "retry:limiter:" + uniqueName(b)})
 	b.Run("OneSlot", func(b *testing.B) {
-		lim := NewLimiter(c, uniqueName(b), 1e6, 1, &fleet.Options{Horizon: -1})
+		lim := must(b)(NewLimiter(c, uniqueName(b), 1e6, 1, &fleet.Options{Horizon: -1}))
 		for b.Loop() {
 			if _, err := lim.Reserve(b.Context(), time.Now()); err != nil {
 				b.Fatal(err)
@@ -50,7 +50,7 @@ func BenchmarkReserve(b *testing.B) {
 	})
 	b.Run("Batched", func(b *testing.B) {
 		s := &counted{Store: &store{client: c, key: "retry:limiter:" + uniqueName(b)}}
-		lim := fleet.New(s, 10_000, 1, nil)
+		lim := must(b)(fleet.New(s, 10_000, 1, nil))
 		for b.Loop() {
 			if _, err := lim.Reserve(b.Context(), time.Now()); err != nil {
 				b.Fatal(err)
@@ -61,7 +61,7 @@ func BenchmarkReserve(b *testing.B) {
 	})
 	b.Run("Paced", func(b *testing.B) {
 		s := &counted{Store: &store{client: c, key: "retry:limiter:" + uniqueName(b)}}
-		paced(b, fleet.New(s, 10_000, 1, nil))
+		paced(b, must(b)(fleet.New(s, 10_000, 1, nil)))
 		s.report(b)
 	})
 	// The same pacing on a local rate.Limiter: the cost of the goroutines

@@ -4,7 +4,11 @@
 // at most the rate, plus the burst, from all of them together:
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	policy := retry.Policy{Limiter: retryredis.NewLimiter(rdb, "provider", 200, 20, nil)}
+//	lim, err := retryredis.NewLimiter(rdb, "provider", 200, 20, nil)
+//	if err != nil {
+//		return err // a nil client, an empty name, a rate or burst that admits nothing
+//	}
+//	policy := retry.Policy{Limiter: lim}
 //
 // The booking, the batching and what happens when Redis is slow or down
 // are the fleet package's; this package is one Lua script on one key.

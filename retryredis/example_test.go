@@ -25,8 +25,14 @@ func ExampleNewLimiter() {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 
-	inA := retryredis.NewLimiter(rdb, "provider", 10, 2, nil)
-	inB := retryredis.NewLimiter(rdb, "provider", 10, 2, nil)
+	inA, err := retryredis.NewLimiter(rdb, "provider", 10, 2, nil) // in process A
+	if err != nil {
+		panic(err)
+	}
+	inB, err := retryredis.NewLimiter(rdb, "provider", 10, 2, nil) // in process B
+	if err != nil {
+		panic(err)
+	}
 	var first time.Time
 	for _, lim := range []retry.Limiter{inA, inB, inA} {
 		err := retry.Do(context.Background(), func(context.Context) error {

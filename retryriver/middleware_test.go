@@ -475,7 +475,8 @@ func (s *downStore) Refund(context.Context, fleet.Schedule, int64, int) (bool, e
 func TestLimiterStoreDownSnoozes(t *testing.T) {
 	t.Parallel()
 	b := sqliteBackend(t)
-	lim := fleet.New(&downStore{down: 2}, 100, 1, nil)
+	lim, err := fleet.New(&downStore{down: 2}, 100, 1, nil)
+	require.NoError(t, err)
 	m := retryriver.New(retry.Policy{Limiter: lim})
 	job, runs := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error { return nil })
 	assert.Equal(t, rivertype.JobStateCompleted, job.State)

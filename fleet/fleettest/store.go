@@ -96,6 +96,47 @@ func TestStore(t *testing.T, newStore func(t *testing.T) fleet.Store) {
 			}
 		}
 	})
+	t.Run("FarAhead", func(t *testing.T) {
+		// The longest interval a fleet.Limiter asks for (a near-zero rate,
+		// as rate.Every(math.MaxInt64) is): the schedule's end goes far
+		// ahead, and no wait wraps to a negative duration or fails. A store
+		// may stop the end at a limit of its own, decades ahead, so that
+		// the waits then shrink as its clock goes on, by the test's own
+		// time.
+		const interval = time.Duration(1) << 60
+		s, sc := newStore(t), fleet.Schedule{Interval: interval, Tolerance: interval}
+		near(t, book(t, s, sc, 1, 0), 0, "the first slot at once")
+		near(t, book(t, s, sc, 1, 0), interval, "the second a whole interval on, to start at once with the tolerance")
+		prev := interval - slop
+		for i := range 8 {
+			w := book(t, s, sc, 1, interval)
+			if w < prev-slop {
+				t.Fatalf("booking %d: wait %v, earlier than the one before (%v)", i+3, w, prev)
+			}
+			prev = w
+		}
+	})
+	t.Run("Clock", func(t *testing.T) {
+		s := newStore(t)
+		c, ok := s.(fleet.ClockedStore)
+		if !ok {
+			t.Skip("not a fleet.ClockedStore")
+		}
+		sc := fleet.Schedule{Interval: time.Second}
+		var prev int64
+		for i := range 3 {
+			_, _, now, err := c.BookClocked(t.Context(), sc, 1, 0)
+			if err != nil {
+				t.Fatalf("BookClocked: %v", err)
+			}
+			if now < prev {
+				t.Errorf("booking %d: the store's clock went back from %d to %d", i, prev, now)
+			}
+			prev = now
+		}
+		// The store's clock need not be the test's; one on this machine is.
+		t.Logf("the store's clock is %v ahead of the test's", time.Duration(prev-time.Now().UnixNano()))
+	})
 	t.Run("Canceled", func(t *testing.T) {
 		s := newStore(t)
 		ctx, cancel := context.WithCancel(t.Context())

@@ -63,14 +63,24 @@ func (c limiterConfig) limiter(ctx context.Context, p params) (retry.Limiter, fu
 		if err != nil {
 			return nil, nil, err
 		}
-		return retrypg.NewLimiter(pool, c.name, rate.Limit(p.limit), p.burst, opts), pool.Close, nil
+		lim, err := retrypg.NewLimiter(pool, c.name, rate.Limit(p.limit), p.burst, opts)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return lim, pool.Close, nil
 	case redisLimiter:
 		opt, err := redis.ParseURL(c.url)
 		if err != nil {
 			return nil, nil, fmt.Errorf("outage: the limiter's Redis URL: %w", err)
 		}
 		client := redis.NewClient(opt)
-		return retryredis.NewLimiter(client, c.name, rate.Limit(p.limit), p.burst, opts), func() { client.Close() }, nil
+		lim, err := retryredis.NewLimiter(client, c.name, rate.Limit(p.limit), p.burst, opts)
+		if err != nil {
+			client.Close()
+			return nil, nil, err
+		}
+		return lim, func() { client.Close() }, nil
 	default:
 		return retry.RateLimiter(rate.NewLimiter(rate.Limit(p.limit), p.burst)), func() {}, nil
 	}

@@ -26,9 +26,13 @@ func main() {
 	l.Close()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer client.Close()
+	lim, err := retryredis.NewLimiter(client, "provider", 100, 10, nil)
+	if err != nil {
+		fail("NewLimiter: %v", err)
+	}
 	calls := 0
 	err = retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-		retry.Policy{Limiter: retryredis.NewLimiter(client, "provider", 100, 10, nil)})
+		retry.Policy{Limiter: lim})
 	if calls != 0 || !errors.Is(err, fleet.ErrUnavailable) {
 		fail("Do: %v after %d calls; want fleet.ErrUnavailable before any", err, calls)
 	}
