@@ -34,12 +34,18 @@ func ExampleNewLimiter() {
 		panic(err)
 	}
 	var first time.Time
-	for _, lim := range []retry.Limiter{inA, inB, inA} {
+	for i, lim := range []retry.Limiter{inA, inB, inA} {
 		err := retry.Do(context.Background(), func(context.Context) error {
 			if first.IsZero() {
 				first = time.Now()
 			}
-			fmt.Println("attempt at +", time.Since(first).Round(50*time.Millisecond))
+			// Read as the limiter decided, not to the millisecond: a busy
+			// machine wakes a wait late.
+			when := "at once"
+			if time.Since(first) >= 50*time.Millisecond {
+				when = "a tenth of a second later"
+			}
+			fmt.Println("attempt", i+1, "starts", when)
 			return nil
 		}, retry.Policy{Limiter: lim})
 		if err != nil {
@@ -47,7 +53,7 @@ func ExampleNewLimiter() {
 		}
 	}
 	// Output:
-	// attempt at + 0s
-	// attempt at + 0s
-	// attempt at + 100ms
+	// attempt 1 starts at once
+	// attempt 2 starts at once
+	// attempt 3 starts a tenth of a second later
 }
