@@ -168,6 +168,10 @@ func check(c config) (err error) {
 		if err != nil {
 			return fmt.Errorf("the program that uses %s: %w\n%s", p.mod.path, err, out)
 		}
+		if p.commands != nil {
+			say("  %s alone: go get -tool, go mod tidy, go build passed; %s -h ran", p.mod.name(), path.Base(p.commands[0]))
+			continue
+		}
 		say("  %s alone: go get, go mod tidy, go build passed; it ran: %s", p.mod.name(), strings.TrimSpace(string(out)))
 	}
 	say("passed in %.1fs: every published module installed offline from the proxy, in modules with no replace", time.Since(start).Seconds())

@@ -41,10 +41,9 @@ func TestDocsListTheReleasedModules(t *testing.T) {
 	}
 
 	releasing := readFile(t, filepath.Join(repo, "RELEASING.md"))
-	var table, tags []string
+	var table []string
 	for _, m := range tableRow.FindAllStringSubmatch(releasing, -1) {
 		table = append(table, m[1])
-		tags = append(tags, m[3])
 		dir := strings.TrimSuffix(m[2], "/")
 		if want := strings.TrimPrefix(strings.TrimPrefix(m[1], mods[0].path), "/"); dir != want && !(dir == "." && want == "") {
 			t.Errorf("RELEASING.md: %s is in folder %q, want %q", m[1], m[2], want)
