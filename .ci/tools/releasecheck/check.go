@@ -46,7 +46,12 @@ func check(c config) (err error) {
 		return err
 	}
 	if c.keep {
-		defer say("kept %s (proxy/, consumer/)", work)
+		// What RELEASING.md's "Trying a release before it is tagged" says:
+		// the proxy's versions are this commit, not the release, so they go
+		// into a module cache of their own, never the user's.
+		defer say("kept %s (proxy/, consumer/); to install from the proxy in a module of yours, with a module cache of its own:\n"+
+			"  GOPROXY=%s GOSUMDB=off GOFLAGS=-mod=mod GOMODCACHE=$(mktemp -d) go get %s@%s",
+			work, proxy(filepath.Join(work, "proxy")).url(), mods[0].path, version)
 	} else {
 		defer os.RemoveAll(work)
 	}
