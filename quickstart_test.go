@@ -117,3 +117,61 @@ func fenced(text string) []string {
 	}
 	return blocks
 }
+
+// TestNestedREADMEsInstall follows the install commands of each nested
+// module's README in a new module, as TestREADMEInstallAndQuickStart does
+// for the root's: with this repository as the clone, a program that
+// imports the module builds, offline, and nothing of ours is in its go.sum.
+func TestNestedREADMEsInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program in a module of its own for each nested module")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on the PATH")
+	}
+	t.Parallel()
+	clone, err := filepath.Abs(".")
+	require.NoError(t, err)
+	for _, name := range []string{"retrygrpc", "retryotel", "retrypg", "retryriver"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			readme, err := os.ReadFile(filepath.Join(name, "README.md"))
+			if os.IsNotExist(err) {
+				t.Skip("not in a clone: the nested modules are not part of the root module")
+			}
+			require.NoError(t, err)
+			var steps string
+			for _, b := range fenced(string(readme)) {
+				if strings.Contains(b, "go mod edit") {
+					steps = b
+					break
+				}
+			}
+			require.NotEmpty(t, steps, "%s/README.md has no install commands", name)
+			dir := t.TempDir()
+			env := append(os.Environ(), "GOPROXY=off", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+			run := func(args ...string) {
+				t.Helper()
+				cmd := exec.Command(gobin, args...)
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+			}
+			run("mod", "init", "example.com/try")
+			// Lines ending in a backslash continue on the next one.
+			for _, line := range strings.Split(strings.ReplaceAll(strings.TrimSpace(steps), "\\\n", " "), "\n") {
+				fields := strings.Fields(strings.ReplaceAll(line, "/path/to/retry", clone))
+				require.Equal(t, "go", fields[0], "%s/README.md: %q is not a go command", name, line)
+				run(fields[1:]...)
+			}
+			program := "package main\n\nimport _ \"github.com/seed93a044d1/retry/" + name + "\"\n\nfunc main() {}\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
+			run("mod", "tidy")
+			run("build", "-o", os.DevNull, ".")
+			sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+			require.NoError(t, err)
+			assert.NotContains(t, string(sum), "github.com/seed93a044d1/retry", "go.sum holds a copy of ours")
+		})
+	}
+}
