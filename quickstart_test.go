@@ -121,7 +121,11 @@ func fenced(text string) []string {
 // TestNestedREADMEsInstall follows the install commands of each nested
 // module's README in a new module, as TestREADMEInstallAndQuickStart does
 // for the root's: with this repository as the clone, a program that
-// imports the module builds, offline, and nothing of ours is in its go.sum.
+// imports the module builds, and nothing of ours is in its go.sum. Unlike
+// the root's test, it may fetch third-party modules through GOPROXY: this
+// test may run before the nested module's own tests have filled the module
+// cache on a fresh machine. Ours are never fetched: the replace names
+// folders.
 func TestNestedREADMEsInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program in a module of its own for each nested module")
@@ -150,7 +154,7 @@ func TestNestedREADMEsInstall(t *testing.T) {
 			}
 			require.NotEmpty(t, steps, "%s/README.md has no install commands", name)
 			dir := t.TempDir()
-			env := append(os.Environ(), "GOPROXY=off", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+			env := append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
 			run := func(args ...string) {
 				t.Helper()
 				cmd := exec.Command(gobin, args...)
