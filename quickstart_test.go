@@ -2,10 +2,12 @@ package retry_test
 
 import (
 	"bytes"
+	"go/version"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -153,6 +155,11 @@ func TestNestedREADMEsInstall(t *testing.T) {
 				}
 			}
 			require.NotEmpty(t, steps, "%s/README.md has no install commands", name)
+			mod, err := os.ReadFile(filepath.Join(name, "go.mod"))
+			require.NoError(t, err)
+			if m := goLine.FindSubmatch(mod); m != nil && version.Compare("go"+string(m[1]), runtime.Version()) > 0 {
+				t.Skipf("%s needs go %s; this is %s", name, m[1], runtime.Version())
+			}
 			dir := t.TempDir()
 			env := append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
 			run := func(args ...string) {
@@ -179,3 +186,6 @@ func TestNestedREADMEsInstall(t *testing.T) {
 		})
 	}
 }
+
+// goLine is the go line of a go.mod file.
+var goLine = regexp.MustCompile(`(?m)^go ([0-9.]+)\s*$`)
