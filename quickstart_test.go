@@ -1,77 +1,191 @@
 package retry_test
 
 import (
-	"context"
-	"net/http"
+	"bytes"
+	"go/version"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
-	"syscall"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
-
-	"github.com/seed93a044d1/retry"
-	"github.com/seed93a044d1/retry/retryhttp"
 )
 
-// User and userAPI stand for a dependency in the README's quick start.
-type User struct{ Name string }
-
-type userAPI struct{ calls int }
-
-// User fails its first call with a connection reset, then answers.
-func (a *userAPI) User(_ context.Context, id string) (User, error) {
-	if a.calls++; a.calls == 1 {
-		return User{}, syscall.ECONNRESET
+// TestREADMEInstallAndQuickStart does what the README tells a newcomer to
+// do, in a new module: the Install section's commands, with this repository
+// as the clone, then the Quick start's program pasted into main.go and run.
+// What it prints must be what the README says it prints. The go commands
+// may use the module cache but not the network (GOPROXY=off), and nothing
+// of ours may end up in the new module's go.sum: the replace names a
+// folder, so a copy made from a clone never enters the module cache.
+func TestREADMEInstallAndQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a program in a module of its own")
 	}
-	return User{Name: id}, nil
-}
-
-// The README's quick start is this test's code between the markers, and it
-// runs: a newcomer copies code that compiles and does what it says.
-func TestREADMEQuickStart(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, api, id := t.Context(), &userAPI{}, "ada"
-		// README quick start begins
-		// One policy per dependency, shared by every call: at most 5 attempts,
-		// waits from 200ms doubling to 5s, full jitter.
-		var apiPolicy = retry.Policy{
-			MaxAttempts: 5,
-			Backoff:     retry.Exponential{Base: 200 * time.Millisecond, Cap: 5 * time.Second},
-			Budget:      retry.NewBudget(0.1, 10),                    // retries: ~10% of calls + 10/s
-			Limiter:     retry.RateLimiter(rate.NewLimiter(200, 20)), // every attempt, retries too
-		}
-
-		// Any call: retried while its error may pass, never past ctx's deadline.
-		user, err := retry.DoValue(ctx, func(ctx context.Context) (User, error) {
-			return api.User(ctx, id)
-		}, apiPolicy)
-
-		// An HTTP client: idempotent requests retried, Retry-After honoured.
-		client := retryhttp.NewClient(&http.Client{Timeout: 10 * time.Second}, apiPolicy)
-		// README quick start ends
-		require.NoError(t, err)
-		assert.Equal(t, User{Name: "ada"}, user)
-		assert.Equal(t, 2, api.calls, "the reset was retried")
-		tr, ok := client.Transport.(*retryhttp.Transport)
-		require.True(t, ok, "the client sends through retryhttp")
-		assert.Equal(t, 5, tr.Policy.MaxAttempts)
-		assert.Equal(t, 10*time.Second, tr.Timeout, "the client's Timeout bounds the whole call, retries included")
-	})
-
-	src, err := os.ReadFile("quickstart_test.go")
-	require.NoError(t, err)
-	_, code, ok := strings.Cut(string(src), "// README quick start begins\n")
-	require.True(t, ok)
-	code, _, ok = strings.Cut(code, "\t\t// README quick start ends")
-	require.True(t, ok)
-	code = strings.ReplaceAll("\n"+code, "\n\t\t", "\n")[1:]
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on the PATH")
+	}
+	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(readme), "```go\n"+code+"```\n"),
-		"the README's quick start is not this test's code; it should be:\n%s", code)
+	install := section(t, string(readme), "## Install")
+	quick := section(t, string(readme), "## Quick start")
+	blocks := fenced(install)
+	require.NotEmpty(t, blocks, "the Install section has no commands")
+	steps := blocks[0]
+	code := fenced(quick)
+	require.Len(t, code, 2, "the Quick start has the program, then what it prints")
+	program, output := code[0], code[1]
+	require.True(t, strings.HasPrefix(strings.TrimLeft(regexp.MustCompile(`(?m)^//.*\n`).ReplaceAllString(program, ""), "\n"), "package main\n"),
+		"the Quick start's first block is not a whole program:\n%s", program)
+
+	clone, err := filepath.Abs(".")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	env := append(os.Environ(), "GOPROXY=off", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gobin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "go %s:\n%s", strings.Join(args, " "), stderr.String())
+		return stdout.String()
+	}
+	run("mod", "init", "example.com/quickstart")
+	ran := 0
+	for _, line := range strings.Split(strings.TrimSpace(steps), "\n") {
+		fields := strings.Fields(strings.ReplaceAll(line, "/path/to/retry", clone))
+		switch {
+		case len(fields) == 0:
+		case fields[0] == "git" || fields[0] == "cd":
+			// The clone is this repository, and the module is dir.
+		case fields[0] == "go":
+			run(fields[1:]...)
+			ran++
+		default:
+			t.Fatalf("the Install section's command %q is neither git, cd nor go: this test cannot follow it", line)
+		}
+	}
+	require.GreaterOrEqual(t, ran, 2, "the Install section's go commands")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
+	run("mod", "tidy")
+	assert.Equal(t, output, run("run", "."), "what the Quick start prints")
+
+	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(sum), "github.com/seed93a044d1/retry", "go.sum holds a copy of ours")
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(mod), "replace github.com/seed93a044d1/retry => "+clone)
 }
+
+// section returns the part of a Markdown text from the heading to the next
+// heading of the same level.
+func section(t *testing.T, text, heading string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(text, "\n"+heading+"\n")
+	require.True(t, ok, "the README has no %q", heading)
+	level := heading[:strings.Index(heading, " ")+1]
+	if i := strings.Index(rest, "\n"+level); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// fenced returns the contents of the fenced code blocks of a Markdown text.
+func fenced(text string) []string {
+	var blocks []string
+	var b strings.Builder
+	in := false
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			if in {
+				blocks = append(blocks, b.String())
+				b.Reset()
+			}
+			in = !in
+			continue
+		}
+		if in {
+			b.WriteString(line)
+		}
+	}
+	return blocks
+}
+
+// TestNestedREADMEsInstall follows the install commands of each nested
+// module's README in a new module, as TestREADMEInstallAndQuickStart does
+// for the root's: with this repository as the clone, a program that
+// imports the module builds, and nothing of ours is in its go.sum. Unlike
+// the root's test, it may fetch third-party modules through GOPROXY: this
+// test may run before the nested module's own tests have filled the module
+// cache on a fresh machine. Ours are never fetched: the replace names
+// folders.
+func TestNestedREADMEsInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program in a module of its own for each nested module")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on the PATH")
+	}
+	t.Parallel()
+	clone, err := filepath.Abs(".")
+	require.NoError(t, err)
+	for _, name := range []string{"retrygrpc", "retryotel", "retrypg", "retryriver"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			readme, err := os.ReadFile(filepath.Join(name, "README.md"))
+			if os.IsNotExist(err) {
+				t.Skip("not in a clone: the nested modules are not part of the root module")
+			}
+			require.NoError(t, err)
+			var steps string
+			for _, b := range fenced(string(readme)) {
+				if strings.Contains(b, "go mod edit") {
+					steps = b
+					break
+				}
+			}
+			require.NotEmpty(t, steps, "%s/README.md has no install commands", name)
+			mod, err := os.ReadFile(filepath.Join(name, "go.mod"))
+			require.NoError(t, err)
+			if m := goLine.FindSubmatch(mod); m != nil && version.Compare("go"+string(m[1]), runtime.Version()) > 0 {
+				t.Skipf("%s needs go %s; this is %s", name, m[1], runtime.Version())
+			}
+			dir := t.TempDir()
+			env := append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+			run := func(args ...string) {
+				t.Helper()
+				cmd := exec.Command(gobin, args...)
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+			}
+			run("mod", "init", "example.com/try")
+			// Lines ending in a backslash continue on the next one.
+			for _, line := range strings.Split(strings.ReplaceAll(strings.TrimSpace(steps), "\\\n", " "), "\n") {
+				fields := strings.Fields(strings.ReplaceAll(line, "/path/to/retry", clone))
+				require.Equal(t, "go", fields[0], "%s/README.md: %q is not a go command", name, line)
+				run(fields[1:]...)
+			}
+			program := "package main\n\nimport _ \"github.com/seed93a044d1/retry/" + name + "\"\n\nfunc main() {}\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
+			run("mod", "tidy")
+			run("build", "-o", os.DevNull, ".")
+			sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+			require.NoError(t, err)
+			assert.NotContains(t, string(sum), "github.com/seed93a044d1/retry", "go.sum holds a copy of ours")
+		})
+	}
+}
+
+// goLine is the go line of a go.mod file.
+var goLine = regexp.MustCompile(`(?m)^go ([0-9.]+)\s*$`)

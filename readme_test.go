@@ -127,3 +127,53 @@ func anchor(heading string) string {
 	}
 	return b.String()
 }
+
+// TestDocsSayWhatTheSoftwareDoes keeps the project's own planning out of the
+// user documentation: no Markdown file but CHANGELOG.md (whose history may
+// name them) refers to "issue 20", "item 2" or "#20", which mean nothing to
+// a reader of a release.
+func TestDocsSayWhatTheSoftwareDoes(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") || path == "CHANGELOG.md" {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		for i, line := range strings.Split(string(text), "\n") {
+			if m := planningRef.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q refers to the project's planning; say what the software does instead", path, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d Markdown files, want the README and the modules' READMEs at least", checked)
+	}
+	for _, s := range []string{"issue 20", "Issue #22", "item 2", "items 3", "(#20)", "issue 22's target"} {
+		if !planningRef.MatchString(s) {
+			t.Errorf("planningRef misses %q", s)
+		}
+	}
+	for _, s := range []string{"golang/go#75804", "Retry-After: 120", "the first item", "issues/75804"} {
+		if planningRef.MatchString(s) {
+			t.Errorf("planningRef matches %q, which is no planning reference", s)
+		}
+	}
+}
+
+// planningRef matches a reference to an issue or to one of its items.
+var planningRef = regexp.MustCompile(`(?i)\b(?:issues?|items?)\s+#?[0-9]+|(?:^|[\s(])#[0-9]+\b`)

@@ -315,6 +315,7 @@ func (e *ResponseError) RetryDecision() Decision {
 //	                                                    Remaining, 1st
 //	RateLimit-Policy       List: "p";q=100;w=60, ...    Quota, QuotaWindow   ignored whole (c)
 //	X-RateLimit-Reset      seconds: "30"; Unix time     RetryAfter, 5th (b)  ignored
+//	                       in s or ms
 //	X-RateLimit-Remaining  whole number: "0"            Remaining, 2nd       ignored
 //	x-should-retry         "true" or "false"            ShouldRetry          ignored
 //
@@ -339,9 +340,12 @@ func (e *ResponseError) RetryDecision() Decision {
 //     the smallest r. A RateLimit-Policy item gives q, a policy's quota, and
 //     w, its window in seconds (see ResponseError for which policy applies).
 //   - X-RateLimit-Reset: ASCII digits with an optional fraction ("1.5"),
-//     read as seconds from now or as a Unix time, whichever puts the reset
-//     nearer to now: a value above half of now's Unix time is a Unix time
-//     (the other reading would be a delay of decades). (b) It is the delay
+//     read as seconds from now, as a Unix time in seconds or as one in
+//     milliseconds, whichever puts the reset nearest to now: a value above
+//     half of now's Unix time in milliseconds is one in milliseconds, else
+//     a value above half of now's Unix time is one in seconds (the other
+//     readings would be a delay of decades or a reset millennia away). (b)
+//     It is the delay
 //     only when the quota is the reason for the refusal: when
 //     X-RateLimit-Remaining is 0, or when it is absent (or malformed) and
 //     the status is 429. With quota left, it says when a window ends, not

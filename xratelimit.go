@@ -10,8 +10,9 @@ import (
 // This file reads the X-RateLimit-Remaining and X-RateLimit-Reset headers,
 // which many APIs send (GitHub, GitLab, Discord, Twitter, and gateways such
 // as Kong and Envoy's rate limit service) with no standard behind them. The
-// reset comes in two forms: seconds from now ("30"), or the Unix time at
-// which the quota is restored ("1767225600"); some servers add a fraction
+// reset comes in three forms: seconds from now ("30"), the Unix time at
+// which the quota is restored ("1767225600"), or that time in milliseconds
+// ("1767225600250", as some APIs send it); some servers add a fraction
 // ("1.5", "1767225600.250").
 
 // xRateLimit is what a response's X-RateLimit headers say.
@@ -45,14 +46,18 @@ func readXRateLimit(h http.Header, code int, now func() time.Time) xRateLimit {
 // returns the delay it asks for, measured from now.
 //
 // Spaces and tabs around the value are ignored. The value is a number of
-// seconds in ASCII digits, with an optional fraction ("1.5"; no sign or
-// exponent), read in whichever of its two forms puts the reset nearer to
-// now: seconds from now, or a Unix time. So a value v is a Unix time when v
-// is more than half of now's Unix time (a delay of more than about 28 years
-// would be the other reading), and a delay otherwise. A Unix time at or
-// before now gives 0; a fraction finer than a nanosecond rounds up, so the
-// delay never ends before the reset. A delay too large for a
-// time.Duration gives the largest one. Anything else gives ok == false.
+// number in ASCII digits, with an optional fraction ("1.5"; no sign or
+// exponent), read in whichever of its three forms puts the reset nearer to
+// now: seconds from now, a Unix time in seconds, or a Unix time in
+// milliseconds. So a value v is a Unix time in milliseconds when v is more
+// than half of now's Unix time in milliseconds (the seconds reading would
+// put the reset more than 27,000 years away); else a Unix time in seconds
+// when v is more than half of now's Unix time (a delay of more than about
+// 28 years would be the other reading); and a delay in seconds otherwise.
+// A Unix time at or before now gives 0; a fraction finer than a nanosecond
+// rounds up, so the delay never ends before the reset. A delay too large
+// for a time.Duration gives the largest one. Anything else gives ok ==
+// false.
 func parseRateLimitReset(value string, now time.Time) (d time.Duration, ok bool) {
 	value = strings.Trim(value, " \t")
 	whole, fraction, _ := strings.Cut(value, ".")
@@ -63,6 +68,17 @@ func parseRateLimitReset(value string, now time.Time) (d time.Duration, ok bool)
 	nanos, ok := parseFraction(fraction, len(whole) < len(value))
 	if !ok {
 		return 0, false
+	}
+	if n := now.UnixMilli(); n > 0 && secs > n-secs {
+		// A Unix time in milliseconds, counted from now's whole
+		// millisecond as below; the fraction is of a millisecond.
+		ahead := secs - n
+		if ahead < 0 {
+			return 0, true // at most secs+1 ms <= n: not after now
+		}
+		d = saturatingMul(ahead, time.Millisecond)
+		sub := (nanos + 999) / 1000 // rounded up, so never before the reset
+		return max(saturatingAdd(d, time.Duration(sub-int64(now.Nanosecond()%1e6))), 0), true
 	}
 	if n := now.Unix(); n > 0 && secs > n-secs {
 		// A Unix time: the delay is counted from now's whole second, by

@@ -36,7 +36,12 @@ var parseRateLimitResetTests = []struct {
 	{name: "Unix time equal to now", value: "1773500966.25", want: 0, ok: true},
 	{name: "Unix time in the same second, before now", value: "1773500966", want: 0, ok: true},
 	{name: "Unix time in the past", value: "1700000000", want: 0, ok: true},
-	{name: "Unix time in milliseconds is far ahead", value: "1773501026000", want: math.MaxInt64, ok: true},
+	{name: "Unix time in milliseconds ahead", value: "1773501026000", want: 60*time.Second - 250*time.Millisecond, ok: true},
+	{name: "Unix time in milliseconds with a fraction", value: "1773500966300.5", want: 50*time.Millisecond + 500*time.Microsecond, ok: true},
+	{name: "Unix time in milliseconds equal to now", value: "1773500966250", want: 0, ok: true},
+	{name: "Unix time in milliseconds in the past", value: "1700000000000", want: 0, ok: true},
+	{name: "just above half of now in milliseconds is a Unix time in milliseconds", value: "886750483126", want: 0, ok: true},
+	{name: "half of now in milliseconds is a Unix time in seconds, far ahead", value: "886750483125", want: math.MaxInt64, ok: true},
 	{name: "huge saturates", value: "99999999999999999999999", want: math.MaxInt64, ok: true},
 	{name: "huge with a fraction saturates", value: "99999999999.9", want: math.MaxInt64, ok: true},
 	{name: "far Unix time", value: "9223372036", want: (9223372036-1773500966)*time.Second - 250*time.Millisecond, ok: true},
@@ -104,6 +109,10 @@ func FuzzXRateLimitReset(f *testing.F) {
 	f.Add("1", int64(0), int64(0))
 	f.Add("9223372037", int64(1), int64(999999999))
 	f.Add("18446744073709551615.999999999999", int64(1<<40-1), int64(5))
+	f.Add("1767225600250", int64(1767225600), int64(0))   // a Unix time in milliseconds, 250 ms ahead
+	f.Add("1767225599999.5", int64(1767225600), int64(7)) // one just past
+	f.Add("883612800001", int64(1767225600), int64(0))    // just above half of now in milliseconds
+	f.Add("883612800000", int64(1767225600), int64(0))    // just below: a Unix time in seconds
 	f.Fuzz(func(t *testing.T, value string, sec, nsec int64) {
 		// Any now within 2^40 seconds (about 35,000 years) of 1970: the
 		// clocks that exist. Near the ends of int64 a value's saturation at
@@ -149,14 +158,38 @@ func resetOracle(whole, fraction string, now time.Time) time.Duration {
 		}
 		frac = q
 	}
+	nowNs := new(big.Int).Mul(big.NewInt(now.Unix()), big.NewInt(1e9))
+	nowNs.Add(nowNs, big.NewInt(int64(now.Nanosecond())))
+	if ms := big.NewInt(now.UnixMilli()); ms.Sign() > 0 && new(big.Int).Mul(secs, big.NewInt(2)).Cmp(ms) > 0 {
+		// Milliseconds since 1970: the fraction is of a millisecond,
+		// rounded up to the nanosecond.
+		frac = big.NewInt(0)
+		if fraction != "" {
+			f, _ := new(big.Int).SetString(fraction, 10)
+			scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(fraction))), nil)
+			f.Mul(f, big.NewInt(1e6))
+			q, r := new(big.Int).QuoRem(f, scale, new(big.Int))
+			if r.Sign() != 0 {
+				q.Add(q, big.NewInt(1))
+			}
+			frac = q
+		}
+		ns := new(big.Int).Mul(secs, big.NewInt(1e6))
+		ns.Add(ns, frac)
+		return clampDuration(ns.Sub(ns, nowNs))
+	}
 	ns := new(big.Int).Mul(secs, big.NewInt(1e9))
 	ns.Add(ns, frac)
 	n := big.NewInt(now.Unix())
 	if n.Sign() > 0 && new(big.Int).Mul(secs, big.NewInt(2)).Cmp(n) > 0 {
-		nowNs := new(big.Int).Mul(n, big.NewInt(1e9))
-		nowNs.Add(nowNs, big.NewInt(int64(now.Nanosecond())))
 		ns.Sub(ns, nowNs)
 	}
+	return clampDuration(ns)
+}
+
+// clampDuration is ns as a Duration, 0 if negative, the largest if too
+// large.
+func clampDuration(ns *big.Int) time.Duration {
 	switch {
 	case ns.Sign() < 0:
 		return 0

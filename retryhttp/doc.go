@@ -37,7 +37,8 @@
 // that carries no key of its own gets one, made once per request and sent
 // on every attempt, as draft-ietf-httpapi-idempotency-key-header asks: the
 // server can then recognise the repeats and do the work once, and the
-// request is retried like an idempotent one.
+// request is retried like an idempotent one. When the call fails, [KeyFrom]
+// gives the key from the error, to ask the server whether the work was done.
 //
 // # Hedging
 //

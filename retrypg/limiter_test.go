@@ -138,7 +138,10 @@ func TestLimiterFallsBackWhenPostgresStops(t *testing.T) {
 func TestLimiterErrorWhenPoolCloses(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, limiterDB(t))
-	lim := must(t)(NewLimiter(pool, limitName(t), 100, 1, nil))
+	// A store timeout far above the default 100ms: the first booking, on a
+	// new connection, must not time out on a loaded machine (the race
+	// detector, other tests); a closed pool fails at once whatever it is.
+	lim := must(t)(NewLimiter(pool, limitName(t), 100, 1, &fleet.Options{Timeout: 10 * time.Second}))
 	fn := func(context.Context) error { return nil }
 	require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Limiter: lim}))
 	pool.Close()

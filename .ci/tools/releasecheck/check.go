@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -31,23 +32,8 @@ func check(c config) (err error) {
 	start := time.Now()
 	say := func(format string, args ...any) { fmt.Fprintf(c.out, "release: "+format+"\n", args...) }
 
-	repo, err := openCommit(c.repo, c.rev)
+	repo, version, from, mods, err := release(c)
 	if err != nil {
-		return err
-	}
-	version := c.version
-	from := "-version"
-	if version == "" {
-		from = "CHANGELOG.md"
-		if version, err = repo.releaseVersion(); err != nil {
-			return err
-		}
-	}
-	mods, err := repo.published()
-	if err != nil {
-		return err
-	}
-	if err := checkVersion(version, mods); err != nil {
 		return err
 	}
 	say("commit %.12s (%s), version %s (from %s)", repo.rev, repo.what, version, from)
@@ -60,7 +46,12 @@ func check(c config) (err error) {
 		return err
 	}
 	if c.keep {
-		defer say("kept %s (proxy/, consumer/)", work)
+		// What RELEASING.md's "Trying a release before it is tagged" says:
+		// the proxy's versions are this commit, not the release, so they go
+		// into a module cache of their own, never the user's.
+		defer say("kept %s (proxy/, consumer/); to install from the proxy in a module of yours, with a module cache of its own:\n"+
+			"  GOPROXY=%s GOSUMDB=off GOFLAGS=-mod=mod GOMODCACHE=$(mktemp -d) go get %s@%s",
+			work, proxy(filepath.Join(work, "proxy")).url(), mods[0].path, version)
 	} else {
 		defer os.RemoveAll(work)
 	}
@@ -156,7 +147,14 @@ func check(c config) (err error) {
 		bin := filepath.Join(work, "bin", name(i))
 		// -trimpath keeps the build cache's entries independent of where
 		// the fresh module cache is, so a second run reuses the first's work.
-		if err := offline.run(consumer, "build", "-trimpath", "-o", bin+string(filepath.Separator), "./..."); err != nil {
+		pkgs := []string{"./..."}
+		for _, p := range set {
+			pkgs = append(pkgs, p.commands...)
+		}
+		if len(set) == 1 && set[0].commands != nil {
+			pkgs = set[0].commands // the consumer has no package of its own
+		}
+		if err := offline.run(consumer, append([]string{"build", "-trimpath", "-o", bin + string(filepath.Separator)}, pkgs...)...); err != nil {
 			return err
 		}
 		if len(set) > 1 {
@@ -165,10 +163,19 @@ func check(c config) (err error) {
 		}
 		p := set[0]
 		cmd := exec.Command(filepath.Join(bin, p.mod.name()))
+		if p.commands != nil {
+			// A command's own flags are its business; -h only shows that
+			// it was built whole and starts.
+			cmd = exec.Command(filepath.Join(bin, path.Base(p.commands[0])), "-h")
+		}
 		cmd.Dir = consumer
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("the program that uses %s: %w\n%s", p.mod.path, err, out)
+		}
+		if p.commands != nil {
+			say("  %s alone: go get -tool, go mod tidy, go build passed; %s -h ran", p.mod.name(), path.Base(p.commands[0]))
+			continue
 		}
 		say("  %s alone: go get, go mod tidy, go build passed; it ran: %s", p.mod.name(), strings.TrimSpace(string(out)))
 	}
@@ -176,14 +183,53 @@ func check(c config) (err error) {
 	return nil
 }
 
+// release finds what c asks to release: the commit, the version and where
+// it was read, and the published modules, the root first.
+func release(c config) (repo *commit, version, from string, mods []mod, err error) {
+	if repo, err = openCommit(c.repo, c.rev); err != nil {
+		return nil, "", "", nil, err
+	}
+	version, from = c.version, "-version"
+	if version == "" {
+		from = "CHANGELOG.md"
+		if version, err = repo.releaseVersion(); err != nil {
+			return nil, "", "", nil, err
+		}
+	}
+	if mods, err = repo.published(); err != nil {
+		return nil, "", "", nil, err
+	}
+	if err := checkVersion(version, mods); err != nil {
+		return nil, "", "", nil, err
+	}
+	return repo, version, from, mods, nil
+}
+
+// printList writes the published modules to c.out, one a line: path,
+// folder and tag, separated by tabs, the root first.
+func printList(c config) error {
+	_, version, _, mods, err := release(c)
+	if err != nil {
+		return err
+	}
+	for _, m := range mods {
+		fmt.Fprintf(c.out, "%s\t%s\t%s\n", m.path, m.dir, m.tag(version))
+	}
+	return nil
+}
+
 // program is the main package that uses one published module.
 type program struct {
 	mod       mod
 	source    []byte
-	generated bool // made here: it imports the module's packages, nothing more
+	generated bool     // made here: it imports the module's packages, nothing more
+	commands  []string // a module of commands only: their import paths, installed as tools
 }
 
 func (p program) write(dir string) error {
+	if p.commands != nil {
+		return nil // the module's own commands are the programs
+	}
 	dir = filepath.Join(dir, p.mod.name())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -220,7 +266,17 @@ func writePrograms(consumers fs.FS, mods []mod, tree string, gocmd goCommand) ([
 			n++
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("%s has no package a user can import", m.path)
+			// A module of commands: a user installs them, so the check
+			// does too, as tools of the consumer module.
+			mains, err := gocmd.output(filepath.Join(tree, m.dir), "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, "./...")
+			if err != nil {
+				return nil, err
+			}
+			if len(strings.Fields(mains)) == 0 {
+				return nil, fmt.Errorf("%s has no package a user can import and no command", m.path)
+			}
+			programs = append(programs, program{mod: m, commands: strings.Fields(mains)})
+			continue
 		}
 		fmt.Fprintf(&b, ")\n\nfunc main() { println(\"imported %d packages\") }\n", n)
 		programs = append(programs, program{mod: m, source: []byte(b.String()), generated: true})
@@ -253,7 +309,14 @@ func install(dir string, gocmd goCommand, programs []program, version string, mo
 		}
 	}
 	for _, p := range programs {
-		if err := gocmd.run(dir, "get", p.mod.path+"@"+version); err != nil {
+		get := []string{"get", p.mod.path + "@" + version}
+		if p.commands != nil {
+			get = []string{"get", "-tool"}
+			for _, c := range p.commands {
+				get = append(get, c+"@"+version)
+			}
+		}
+		if err := gocmd.run(dir, get...); err != nil {
 			return fmt.Errorf("%w\nhint: each published module must require the others at the version being released, %s "+
 				"(see RELEASING.md)", err, version)
 		}

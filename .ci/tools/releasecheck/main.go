@@ -18,18 +18,25 @@
 // Usage, from this module's folder (.ci/release runs it so):
 //
 //	go run ./releasecheck -repo ../.. [-rev REV] [-version vX.Y.Z] [-keep]
+//	go run ./releasecheck -repo ../.. -list [-version vX.Y.Z]
 //
 // The commit is HEAD together with any uncommitted change to tracked files
 // (what git stash create records), so that a clean clone checks exactly
 // HEAD; -rev names another. The version is that of the newest release
 // heading in the commit's CHANGELOG.md; -version overrides it. The published
 // modules are those of every go.mod in the commit except under benchmarks/
-// and examples/ (never published), a cmd folder (a command's own module, as
-// retryriver/cmd/outage is), testdata, and folders whose name starts
-// with "." or "_" (the CI tooling). The program that uses a module is
+// and examples/ (never published), testdata, and folders whose name starts
+// with "." or "_" (the CI tooling); a command's own module, such as
+// retryriver/cmd/outage, is published too. The program that uses a module is
 // testdata/consumers/NAME/main.go, NAME being the last element of the
 // module's path; a module without one (a new one) gets a program that
-// imports each of its packages, and the check says so.
+// imports each of its packages, and the check says so; a module of commands
+// only is installed as a tool (go get -tool), built, and run with -h.
+//
+// With -list it checks nothing: it prints the published modules, one a
+// line, as the module path, a tab, its folder, a tab and the tag of the
+// version, the root first. RELEASING.md's steps read the list from it, so
+// that the modules are listed in one place.
 package main
 
 import (
@@ -49,6 +56,7 @@ func main() {
 	flag.StringVar(&c.rev, "rev", "", "the commit to release (default: HEAD with uncommitted changes to tracked files)")
 	flag.StringVar(&c.version, "version", "", "the version to tag (default: the newest release in CHANGELOG.md)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the proxy and the consumer module, and say where they are")
+	list := flag.Bool("list", false, "print the published modules (path, folder, tag) and check nothing")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "releasecheck: unexpected argument %q\n", flag.Arg(0))
@@ -59,6 +67,13 @@ func main() {
 		panic(err) // the embedded folder is there: go:embed checked it
 	}
 	c.consumers = sub
+	if *list {
+		if err := printList(c); err != nil {
+			fmt.Fprintln(os.Stderr, "releasecheck:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := check(c); err != nil {
 		fmt.Fprintln(os.Stderr, "releasecheck: FAILED:", err)
 		os.Exit(1)

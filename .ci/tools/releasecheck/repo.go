@@ -148,7 +148,10 @@ func (m mod) tag(v string) string {
 
 // unpublished reports whether a folder's module is left out of releases:
 // the comparisons with other libraries, the recipes, test data and the
-// tooling under folders named with a leading dot or underscore.
+// tooling under folders named with a leading dot or underscore. Every other
+// module is published, a command's own module (retryriver/cmd/outage)
+// included: this rule is the one list of what a release tags, which
+// RELEASING.md and CHANGELOG.md follow (a test checks that they do).
 func unpublished(dir string) bool {
 	if dir == "." {
 		return false
@@ -156,7 +159,7 @@ func unpublished(dir string) bool {
 	for i, elem := range strings.Split(dir, "/") {
 		switch {
 		case i == 0 && (elem == "benchmarks" || elem == "examples"),
-			elem == "testdata", elem == "cmd", strings.HasPrefix(elem, "."), strings.HasPrefix(elem, "_"):
+			elem == "testdata", strings.HasPrefix(elem, "."), strings.HasPrefix(elem, "_"):
 			return true
 		}
 	}

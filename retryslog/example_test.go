@@ -1,4 +1,4 @@
-package slogobserve_test
+package retryslog_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/seed93a044d1/retry"
-	"github.com/seed93a044d1/retry/examples/slogobserve"
+	"github.com/seed93a044d1/retry/retryslog"
 )
 
 // Two calls logged: one that succeeds at its third attempt, after waiting
 // 1ns each time (a server asked for 2ns once), and one that runs out of
 // attempts. The handler drops the time and the elapsed time so that the
 // output can be checked.
-func Example() {
+func ExampleObserver() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey || a.Key == "elapsed" {
@@ -24,7 +24,7 @@ func Example() {
 			return a
 		},
 	}))
-	policy := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(time.Nanosecond), Observe: slogobserve.Observer(logger)}
+	policy := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(time.Nanosecond), Observe: retryslog.Observer(logger)}
 
 	attempts := 0
 	_ = retry.Do(context.Background(), func(context.Context) error {
