@@ -263,7 +263,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	err = retry.Do(ctx, c.attempt, &c.policy, bears) // a nil Option changes nothing
-	err = withKeyInError(err, req)                  // for KeyFrom
+	err = withKeyInError(err, req)                   // for KeyFrom
 	if c.attempts.Load() == 0 {
 		closeBody(req) // no attempt was made; a RoundTripper closes the body all the same
 	}
