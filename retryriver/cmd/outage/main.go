@@ -81,6 +81,9 @@ func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:]))
 	}
+	if spec := os.Getenv(serviceEnv); spec != "" {
+		os.Exit(serviceMain(spec))
+	}
 	// On SIGINT or SIGTERM the drill stops its worker process and removes
 	// its database before it exits.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,6 +105,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.redisURL, "redis", os.Getenv("RETRY_REDIS_URL"), "the Redis `URL` of -limiter redis; empty: a redis-server of the drill's own")
 	fs.DurationVar(&c.killStore, "kill-store", 0, "take the shared limiter's store away for `d` once 30% of the jobs are final, then bring it back")
 	fs.Float64Var(&c.fallback, "fallback", 0, "the shared limiter's fallback while its store is down: 0 fails closed, a `share` s in (0, 1] books locally at s times the rate")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", 0, "the shared limiter's timeout per round trip to its store (fleet.Options.Timeout); 0: fleet's default, 100ms")
+	delay := fs.String("delay", "", "delay each round trip between the limiters and their store by a draw from `lo-hi` (0-100ms), through a loopback proxy")
+	fs.DurationVar(&c.drop, "drop", 0, "drop the limiters' link to their store for `d` (connections closed, new ones refused) once 30% of the jobs are final, or a third of the way into -service")
+	fs.DurationVar(&c.service, "service", 0, "run the service fleet for `d` instead of the River drill: -procs processes of -workers goroutines calling the provider as fast as one shared limit lets them")
 	fs.StringVar(&c.svg, "svg", "outage.svg", "where to write the chart")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the provider's lost replies and of the virtual-time drill")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
@@ -109,6 +116,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	var err error
+	if c.link.minDelay, c.link.maxDelay, err = parseDelay(*delay); err != nil {
+		return c, err
+	}
+	c.link.seed = c.seed
 	switch *policy {
 	case "retry":
 	case "river":
@@ -150,6 +162,24 @@ func (c config) checkFleet() error {
 		return fmt.Errorf("outage: -fallback must be in [0, 1], not %v", c.fallback)
 	case c.fallback > 0 && !shared:
 		return fmt.Errorf("outage: -fallback is a shared limiter's: it needs -limiter pg or redis")
+	case c.storeTimeout < 0:
+		return fmt.Errorf("outage: -store-timeout must not be negative")
+	case c.storeTimeout > 0 && !shared:
+		return fmt.Errorf("outage: -store-timeout is a shared limiter's: it needs -limiter pg or redis")
+	case c.link.delayed() && !shared:
+		return fmt.Errorf("outage: -delay slows the link to a shared limiter's store: it needs -limiter pg or redis")
+	case c.drop < 0:
+		return fmt.Errorf("outage: -drop must not be negative")
+	case c.drop > 0 && !shared:
+		return fmt.Errorf("outage: -drop cuts the link to a shared limiter's store: it needs -limiter pg or redis")
+	case c.drop > 0 && c.killStore > 0:
+		return fmt.Errorf("outage: -drop cuts the link, -kill-store takes the store away: one or the other")
+	case c.service < 0:
+		return fmt.Errorf("outage: -service must not be negative")
+	case c.service > 0 && !shared:
+		return fmt.Errorf("outage: -service measures a shared limit: it needs -limiter pg or redis")
+	case c.service > 0 && (c.crash || c.killStore > 0 || c.riverDefault):
+		return fmt.Errorf("outage: -service runs no River jobs: -crash, -kill-store and -policy river are the River drill's")
 	}
 	return nil
 }
@@ -162,6 +192,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if c.service > 0 {
+		r, err := serviceDrill(ctx, c, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		reportService(stdout, c, r)
+		return 0
 	}
 	r, err := drill(ctx, c, stderr)
 	if err != nil {
