@@ -62,6 +62,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -352,6 +353,9 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	}
 	if !c.riverDefault && (r.procs > 1 || r.limiter.shared()) {
 		fmt.Fprintf(w, "fleet: %d worker processes on one queue; limiter: %s\n", r.procs, r.limiter.describe(p, r.procs))
+		if c.link.delayed() || c.drop > 0 || c.storeTimeout > 0 {
+			fmt.Fprintf(w, "  link to the store: %s; store timeout %v\n", c.link.describe(), cmp.Or(c.storeTimeout, 100*time.Millisecond))
+		}
 	}
 	fmt.Fprintf(w, "workers: %d River workers per process", c.workers)
 	if r.crashAt > 0 {
@@ -438,6 +442,10 @@ func reportLimit(w io.Writer, r *result) {
 	} else {
 		fmt.Fprintf(w, "limit: each process's attempts over any sliding second are at most the rate + burst = %g (and a burst more when they wake late),\n", bound)
 		fmt.Fprintf(w, "  so %d processes' up to %g; the provider saw at most %d\n", n, float64(n)*bound, r.peak)
+	}
+	if lc.shared() && len(r.provider.admitted) > 0 {
+		fmt.Fprintf(w, "  admitted, on the limiters' own clocks (%d attempts):\n", len(r.provider.admitted))
+		reportWindows(w, r.provider.admitted, p.limit, p.burst)
 	}
 	if r.storeUp == 0 {
 		return

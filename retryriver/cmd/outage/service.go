@@ -119,6 +119,14 @@ func serviceMain(raw string) int {
 					rep.Stopped[err.Error()]++
 				}
 				mu.Unlock()
+				if err != nil {
+					// A call its limiter refused (failing closed while the
+					// store is away) comes back at once: a user would not
+					// ask again within the same millisecond, and a loop
+					// that did would take the machine's CPUs from the rest
+					// of the fleet.
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
 		})
 	}

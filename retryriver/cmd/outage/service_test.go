@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +113,52 @@ func assertDelivered(t *testing.T, r serviceFleet, inFlight int) {
 	assert.GreaterOrEqual(t, len(r.arrivals), r.report.OK, "requests received against calls delivered")
 	assert.LessOrEqual(t, len(r.arrivals), r.report.OK+inFlight, "requests received against calls delivered")
 	assert.Positive(t, r.report.OK)
+}
+
+// The command's -service mode, small: two processes through a proxy that
+// delays each round trip to the store by up to 20ms and drops the link for
+// half a second, on each store it is given. What is asserted holds at any
+// machine speed: the run's shape (every admission the provider saw, the
+// drop as long as asked, a report with every figure); the figures
+// themselves are the README's.
+func TestServiceDrill(t *testing.T) {
+	t.Parallel()
+	stores := []struct{ name, kind, env string }{
+		{"postgres", pgLimiter, "RETRY_POSTGRES_URL"},
+		{"redis", redisLimiter, "RETRY_REDIS_URL"},
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			url := os.Getenv(s.env)
+			if url == "" {
+				t.Skip("needs " + s.env + ": run from the repository's root: " +
+					"bash -c 'source .ci/postgres; start_postgres; source .ci/redis; start_redis; trap \"stop_redis; stop_postgres\" EXIT; cd retryriver && go test -run TestServiceDrill ./cmd/outage'")
+			}
+			t.Parallel()
+			args := []string{"-service", "2s", "-procs", "2", "-workers", "5", "-limiter", s.kind, "-delay", "0-20ms",
+				"-store-timeout", "1s", "-drop", "500ms"}
+			if s.kind == pgLimiter {
+				args = append(args, "-db", url)
+			} else {
+				args = append(args, "-redis", url)
+			}
+			c, err := parseConfig(args, testWriter{t})
+			require.NoError(t, err)
+			r, err := serviceDrill(t.Context(), c, testWriter{t})
+			require.NoError(t, err)
+			assert.Equal(t, r.arrivals, len(r.admitted), "every request the provider received says when it was admitted")
+			assert.Equal(t, 500*time.Millisecond, r.upAt-r.dropAt, "how long the link was away")
+			assert.Positive(t, r.report.OK, "calls delivered")
+			if len(r.admitted) > 0 {
+				assert.GreaterOrEqual(t, r.admitted[0], -time.Second, "admitted before the run")
+			}
+			var out strings.Builder
+			reportService(&out, c, r)
+			t.Log(out.String())
+			for _, want := range []string{"in any 100ms: at most", "in any 1s: at most", "x the limit", "drop: the link was away 500ms",
+				"each round trip delayed by a loopback proxy, by a draw from 0s to 20ms", "load average"} {
+				assert.Contains(t, out.String(), want)
+			}
+		})
+	}
 }
