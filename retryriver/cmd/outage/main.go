@@ -22,6 +22,17 @@
 // for 5 s mid-drill. All processes call the one provider, which counts what
 // it receives from all of them.
 //
+//	cd retryriver/cmd/outage && go run . -service 6s -procs 4 -workers 25 -limiter redis -delay 0-100ms -store-timeout 1s -drop 2s
+//
+// is the service fleet: no queue, four processes of 25 goroutines calling
+// the provider through retryhttp as fast as one shared limit of 200/s (burst
+// 10) lets them, for 6 s, the limiters reaching Redis through a loopback
+// proxy that delays each round trip by 0 to 100 ms and drops the link for
+// 2 s a third of the way in. It prints the most attempts admitted in any
+// window of 100 ms and of 1 s against rate x window + burst, the share of
+// attempts in a window above that, the rate achieved against the limit,
+// and what the drop cost.
+//
 // Flags:
 //
 //	-db URL       PostgreSQL URL; empty (the default) means a SQLite file in a temporary folder
@@ -48,6 +59,15 @@
 //	              refuses new ones), so that the jobs' database stays up
 //	-fallback s   the shared limiter's behaviour while its store is down: 0 (the default) fails closed,
 //	              s in (0, 1] books on a local limiter at s times the rate in each process
+//	-store-timeout d  the shared limiter's timeout per round trip (fleet.Options.Timeout; 0, the
+//	              default, is fleet's 100ms)
+//	-delay lo-hi  the shared limiters reach their store through a loopback proxy that delays each
+//	              request by a draw from [lo, hi] (uniform, seeded by -seed), e.g. 0-100ms
+//	-drop d       drop the limiters' link to their store (through that proxy: connections closed, new
+//	              ones refused) for d, once 30% of the jobs are final, or a third of the way into -service;
+//	              the store itself stays up
+//	-service d    run the service fleet for d instead of the River drill: -procs processes of -workers
+//	              goroutines each, on a shared limiter (-limiter pg or redis)
 //
 // It exits with status 1 if any job is left behind or any figure fails its
 // check: every job delivered, dead-lettered or cancelled; each

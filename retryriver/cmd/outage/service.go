@@ -303,8 +303,9 @@ func reportService(w io.Writer, c config, r *serviceRun) {
 	}
 	fmt.Fprintln(w)
 	n := len(r.admitted)
-	fmt.Fprintf(w, "admitted: %d attempts in %v: %.1f/s, %.3f x the limit (the provider received %d)\n",
-		n, s.Duration, float64(n)/s.Duration.Seconds(), float64(n)/s.Duration.Seconds()/s.Rate, r.arrivals)
+	fmt.Fprintf(w, "admitted: %d attempts in %v: %.1f/s, %.3f x the limit (after the first second %.3f x; the provider received %d)\n",
+		n, s.Duration, float64(n)/s.Duration.Seconds(), float64(n)/s.Duration.Seconds()/s.Rate,
+		float64(len(window(r.admitted, time.Second, s.Duration)))/(s.Duration-time.Second).Seconds()/s.Rate, r.arrivals)
 	reportWindows(w, r.admitted, s.Rate, s.Burst)
 	fmt.Fprintf(w, "  by second: %v\n", bySecond(r.admitted, 0, s.Duration))
 	if r.upAt > 0 {
