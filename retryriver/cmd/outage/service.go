@@ -311,8 +311,12 @@ func reportService(w io.Writer, c config, r *serviceRun) {
 	if r.upAt > 0 {
 		cost, gap := dropCost(r.admitted, r.dropAt, s.Duration, s.Rate)
 		d := r.upAt - r.dropAt
-		fmt.Fprintf(w, "drop: the link was away %v; from its drop to the end (%v) the fleet lost %v of throughput at the limit (target: at most %v); longest time without an admission %v\n",
-			d, (s.Duration - r.dropAt).Round(time.Millisecond), cost.Round(time.Millisecond), d+100*time.Millisecond, gap.Round(time.Millisecond))
+		resumed := "never"
+		if after := window(r.admitted, r.upAt, s.Duration); len(after) > 0 {
+			resumed = (after[0] - r.upAt).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "drop: the link was away %v; from its drop to the end (%v) the fleet lost %v of throughput at the limit (target: at most %v);\n  longest time without an admission %v; first admission %s after the link came back\n",
+			d, (s.Duration - r.dropAt).Round(time.Millisecond), cost.Round(time.Millisecond), d+100*time.Millisecond, gap.Round(time.Millisecond), resumed)
 	}
 	fmt.Fprintf(w, "calls: %d, %d delivered, stopped: %v\n", r.report.Calls, r.report.OK, r.report.Stopped)
 	fmt.Fprintf(w, "machine: load average %s at the start, %s at the end (1, 5 and 15 minutes; %d CPUs)\n", r.load, loadAverage(), runtime.NumCPU())
