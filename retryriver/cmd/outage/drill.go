@@ -30,6 +30,8 @@ type config struct {
 	link         linkConfig    // the limiters' network to their store (-delay)
 	drop         time.Duration // drop the limiters' link to their store this long, mid-drill (or mid-run); 0: never
 	service      time.Duration // run the service fleet for this long instead of the River drill; 0: the River drill
+	rate         float64       // the service fleet's limit; 0: the drill's, 200/s
+	burst        int           // the service fleet's burst; 0: the drill's, 10
 	svg          string
 	seed         uint64
 	keep         bool

@@ -68,6 +68,7 @@
 //	              the store itself stays up
 //	-service d    run the service fleet for d instead of the River drill: -procs processes of -workers
 //	              goroutines each, on a shared limiter (-limiter pg or redis)
+//	-rate r, -burst b  the service fleet's limit (default the drill's, 200/s with a burst of 10)
 //
 // It exits with status 1 if any job is left behind or any figure fails its
 // check: every job delivered, dead-lettered or cancelled; each
@@ -130,6 +131,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	delay := fs.String("delay", "", "delay each round trip between the limiters and their store by a draw from `lo-hi` (0-100ms), through a loopback proxy")
 	fs.DurationVar(&c.drop, "drop", 0, "drop the limiters' link to their store for `d` (connections closed, new ones refused) once 30% of the jobs are final, or a third of the way into -service")
 	fs.DurationVar(&c.service, "service", 0, "run the service fleet for `d` instead of the River drill: -procs processes of -workers goroutines calling the provider as fast as one shared limit lets them")
+	fs.Float64Var(&c.rate, "rate", 0, "the service fleet's shared limit, attempts per second (0: the drill's 200)")
+	fs.IntVar(&c.burst, "burst", 0, "the service fleet's burst (0: the drill's 10)")
 	fs.StringVar(&c.svg, "svg", "outage.svg", "where to write the chart")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the provider's lost replies and of the virtual-time drill")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
@@ -199,6 +202,10 @@ func (c config) checkFleet() error {
 		return fmt.Errorf("outage: -service must not be negative")
 	case c.service > 0 && !shared:
 		return fmt.Errorf("outage: -service measures a shared limit: it needs -limiter pg or redis")
+	case !(c.rate >= 0) || math.IsInf(c.rate, 0) || c.burst < 0:
+		return fmt.Errorf("outage: -rate and -burst must be positive, or 0 for the drill's")
+	case (c.rate > 0 || c.burst > 0) && c.service == 0:
+		return fmt.Errorf("outage: -rate and -burst are the service fleet's: they need -service")
 	case c.service > 0 && (c.crash || c.killStore > 0 || c.riverDefault):
 		return fmt.Errorf("outage: -service runs no River jobs: -crash, -kill-store and -policy river are the River drill's")
 	}

@@ -238,7 +238,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-limiter", "redis", "-delay", "-5ms"}, {"-drop", "2s"}, {"-limiter", "redis", "-drop", "-1s"},
 		{"-limiter", "redis", "-drop", "1s", "-kill-store", "1s"}, {"-store-timeout", "1s"}, {"-limiter", "redis", "-store-timeout", "-1s"},
 		{"-service", "3s"}, {"-limiter", "redis", "-service", "-1s"}, {"-limiter", "redis", "-service", "3s", "-crash"},
-		{"-limiter", "redis", "-service", "3s", "-kill-store", "1s"}} {
+		{"-limiter", "redis", "-service", "3s", "-kill-store", "1s"}, {"-limiter", "redis", "-rate", "100"},
+		{"-limiter", "redis", "-service", "3s", "-rate", "-1"}, {"-limiter", "redis", "-service", "3s", "-burst", "-1"},
+		{"-limiter", "redis", "-service", "3s", "-rate", "NaN"}} {
 		var stdout, stderr bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &stdout, &stderr), "run(%v)", args)
 		assert.NotEmpty(t, stderr.String(), "run(%v) said nothing", args)

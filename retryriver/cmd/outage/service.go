@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -223,7 +224,8 @@ type serviceRun struct {
 
 // serviceDrill runs the service fleet of c for c.service: c.procs
 // processes of c.workers goroutines each, calling a provider that always
-// answers, as fast as one shared limit of the drill's rate lets them, the
+// answers, as fast as one shared limit (c.rate and c.burst, by default the
+// drill's) lets them, the
 // limiters reaching their store through a proxy that delays each round trip
 // by c.link's draw and, with -drop, drops the link a third of the way in.
 func serviceDrill(ctx context.Context, c config, stderr io.Writer) (*serviceRun, error) {
@@ -247,7 +249,8 @@ func serviceDrill(ctx context.Context, c config, stderr io.Writer) (*serviceRun,
 	if err != nil {
 		return nil, err
 	}
-	spec := serviceSpec{Limiter: c.limiter, URL: ls.url, Name: "outage-service-" + rand.Text()[:12], Rate: p.limit, Burst: p.burst,
+	spec := serviceSpec{Limiter: c.limiter, URL: ls.url, Name: "outage-service-" + rand.Text()[:12],
+		Rate: cmp.Or(c.rate, p.limit), Burst: cmp.Or(c.burst, p.burst),
 		Timeout: c.storeTimeout, Fallback: c.fallback, Goroutines: c.workers, Duration: c.service, Provider: pr.url,
 		// Time for every process to start and connect before the first call.
 		Start: time.Now().Add(time.Second + time.Duration(c.procs)*250*time.Millisecond)}
