@@ -26,6 +26,12 @@ type config struct {
 	redisURL     string        // the Redis of -limiter redis; empty: one of the drill's own
 	killStore    time.Duration // take the shared limit's store away this long, mid-drill; 0: never
 	fallback     float64       // fleet.Options.Fallback of a shared limiter
+	storeTimeout time.Duration // fleet.Options.Timeout of a shared limiter; 0: fleet's default
+	link         linkConfig    // the limiters' network to their store (-delay)
+	drop         time.Duration // drop the limiters' link to their store this long, mid-drill (or mid-run); 0: never
+	service      time.Duration // run the service fleet for this long instead of the River drill; 0: the River drill
+	rate         float64       // the service fleet's limit; 0: the drill's, 200/s
+	burst        int           // the service fleet's burst; 0: the drill's, 10
 	svg          string
 	seed         uint64
 	keep         bool
@@ -35,6 +41,10 @@ type config struct {
 	// not on one that runs slowly on a loaded machine.
 	stall time.Duration
 }
+
+// away returns how long the drill takes the shared limit's store, or the
+// limiters' link to it, away; 0: never.
+func (c config) away() time.Duration { return c.killStore + c.drop }
 
 // result is what one run of the drill measured.
 type result struct {
@@ -85,7 +95,8 @@ func (r *result) reconciled() int {
 // processes for the crash drill and a fleet of several), waits until every
 // job is delivered, dead-lettered or cancelled, and measures. With
 // -kill-store it takes the shared limit's store away once 30% of the jobs
-// are final, for c.killStore, and brings it back.
+// are final, for c.killStore, and brings it back; with -drop it drops the
+// limiters' link to it instead, for c.drop.
 func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	p, err := paramsFor(c.scale)
 	if err != nil {
@@ -100,13 +111,21 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 	if c.keep {
 		fmt.Fprintf(stderr, "outage: keeping the database: %s %s\n", s.dsn, s.schema)
 	}
-	lc := limiterConfig{kind: cmp.Or(c.limiter, localLimiter), fallback: c.fallback}
+	lc := limiterConfig{kind: cmp.Or(c.limiter, localLimiter), fallback: c.fallback, timeout: c.storeTimeout}
 	var ls *limitStore
+	away := c.away()
 	if lc.shared() {
-		if ls, err = openLimitStore(ctx, lc.kind, s.dsn, c.redisURL, c.killStore > 0); err != nil {
+		link := c.link
+		link.proxied = c.drop > 0
+		if ls, err = openLimitStore(ctx, lc.kind, s.dsn, c.redisURL, c.killStore > 0, link); err != nil {
 			return nil, err
 		}
 		defer ls.close()
+		if c.drop > 0 {
+			// The store stays up; its link goes.
+			ls.kill = func() error { ls.link.Cut(); return nil }
+			ls.start = ls.link.Restore
+		}
 		lc.url, lc.name = ls.url, "outage-"+rand.Text()[:12]
 		if lc.kind == pgLimiter {
 			lc.schema = s.schema // the limiter's table is dropped with the drill's schema
@@ -188,11 +207,11 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 				return nil, err
 			}
 		}
-		if c.killStore > 0 && storeBack == nil && cnt.final() >= p.jobs*3/10 {
-			storeBack = takeAway(ctx, ls, c.killStore, start)
+		if away > 0 && storeBack == nil && cnt.final() >= p.jobs*3/10 {
+			storeBack = takeAway(ctx, ls, away, start)
 			r.storeDown, r.storeFinal = time.Since(start), cnt.final()
 			fmt.Fprintf(stderr, "outage: %5.1fs  took the limiter's store (%s) away for %v, with %d jobs final\n",
-				r.storeDown.Seconds(), lc.kind, c.killStore, cnt.final())
+				r.storeDown.Seconds(), lc.kind, away, cnt.final())
 		}
 		st := pr.stats()
 		if cnt.final() != lastFinal || len(st.arrivals) != lastArrivals {
@@ -206,7 +225,7 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 		if !deadline.IsZero() && now.After(deadline) {
 			return nil, fmt.Errorf("outage: %d of %d jobs still not final after %v: %+v", p.jobs-cnt.final(), p.jobs, c.timeout, cnt)
 		}
-		if c.stall > 0 && now.Sub(progressed) > c.stall+c.killStore {
+		if c.stall > 0 && now.Sub(progressed) > c.stall+away {
 			return nil, fmt.Errorf("outage: stuck: for %v no job became final and the provider had no request; %d of %d jobs not final: %+v",
 				c.stall, p.jobs-cnt.final(), p.jobs, cnt)
 		}

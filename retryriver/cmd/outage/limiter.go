@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -26,11 +27,12 @@ const (
 
 // limiterConfig is how a worker process makes its limiter.
 type limiterConfig struct {
-	kind     string  // localLimiter, pgLimiter or redisLimiter
-	url      string  // the shared limit's store: PostgreSQL (through the drill's cut when it kills it) or Redis
-	schema   string  // PostgreSQL: the drill's schema, where the limiter's table goes (dropped with it)
-	name     string  // the limit's name on the store: one per run, so that runs never share a schedule
-	fallback float64 // fleet.Options.Fallback: 0 fails closed
+	kind     string        // localLimiter, pgLimiter or redisLimiter
+	url      string        // the shared limit's store: PostgreSQL (through the drill's cut when it kills it) or Redis
+	schema   string        // PostgreSQL: the drill's schema, where the limiter's table goes (dropped with it)
+	name     string        // the limit's name on the store: one per run, so that runs never share a schedule
+	fallback float64       // fleet.Options.Fallback: 0 fails closed
+	timeout  time.Duration // fleet.Options.Timeout: 0 is fleet's default, 100ms
 }
 
 func (c limiterConfig) shared() bool { return c.kind == pgLimiter || c.kind == redisLimiter }
@@ -40,16 +42,16 @@ func (c limiterConfig) args() []string {
 		return nil
 	}
 	return []string{"-limiter", c.kind, "-limiter-url", c.url, "-limiter-schema", c.schema, "-limit-name", c.name,
-		"-fallback", fmt.Sprint(c.fallback)}
+		"-fallback", fmt.Sprint(c.fallback), "-store-timeout", c.timeout.String()}
 }
 
 // limiter returns the worker process's limiter for p, and what closes the
-// connections it opened. A shared one waits at most fleet's default of
-// 100ms per round trip, and fails closed, or falls back to a local limiter at
+// connections it opened. A shared one waits at most c.timeout (by default
+// fleet's, 100ms) per round trip, and fails closed, or falls back to a local limiter at
 // the share c.fallback of the rate, while its store is down (see
 // [fleet.Options]).
 func (c limiterConfig) limiter(ctx context.Context, p params) (retry.Limiter, func(), error) {
-	opts := &fleet.Options{Fallback: c.fallback}
+	opts := &fleet.Options{Fallback: c.fallback, Timeout: c.timeout}
 	switch c.kind {
 	case pgLimiter:
 		cfg, err := pgxpool.ParseConfig(c.url)

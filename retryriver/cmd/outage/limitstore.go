@@ -4,158 +4,101 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seed93a044d1/retry/retryriver/cmd/outage/internal/slowlink"
 )
 
 // limitStore is the store of a shared limit as the drill's coordinator holds
-// it: where the worker processes reach it, and, for -kill-store, how the
-// drill takes it away and brings it back.
+// it: where the worker processes reach it, and, for -kill-store and -drop,
+// how the drill takes it away and brings it back.
 type limitStore struct {
 	url   string
 	kill  func() error // takes the store away from the limiters
 	start func() error // brings it back, where it was
 	close func()
+	// link is the loopback proxy the limiters reach the store through,
+	// nil when they go direct: with -delay it delays each round trip, and
+	// -drop cuts it.
+	link *slowlink.Proxy
 }
 
+// linkConfig is the network between the limiters and their store (-delay):
+// each request's delay is drawn from [minDelay, maxDelay], seeded.
+type linkConfig struct {
+	minDelay, maxDelay time.Duration
+	seed               uint64
+	proxied            bool // through a proxy even without a delay (-drop)
+}
+
+func (l linkConfig) delayed() bool { return l.maxDelay > 0 }
+
 // openLimitStore returns the store of a limiter of kind: for PostgreSQL the
-// drill's own database (dbURL), through a cut of its own when the drill
-// kills it; for Redis the server at redisURL, or, when that is empty or the
-// drill kills it, a redis-server of the drill's own. A local limiter has
-// none (nil).
-func openLimitStore(ctx context.Context, kind, dbURL, redisURL string, kills bool) (*limitStore, error) {
+// drill's own database (dbURL), through a proxy of its own when the drill
+// kills it or the link is delayed or dropped; for Redis the server at
+// redisURL, or, when that is empty or the drill kills it, a redis-server of
+// the drill's own, through a proxy when the link is delayed or dropped. A
+// local limiter has none (nil).
+func openLimitStore(ctx context.Context, kind, dbURL, redisURL string, kills bool, link linkConfig) (*limitStore, error) {
+	proxied := link.proxied || link.delayed()
 	switch kind {
 	case pgLimiter:
-		if !kills {
+		if !kills && !proxied {
 			return &limitStore{url: dbURL, close: func() {}}, nil
 		}
-		c, err := newCut(dbURL)
-		if err != nil {
+		ls := &limitStore{}
+		if err := ls.through(dbURL, link); err != nil {
 			return nil, err
 		}
-		return &limitStore{url: c.url, kill: c.cut, start: c.restore, close: c.close}, nil
+		ls.kill = func() error { ls.link.Cut(); return nil }
+		ls.start = ls.link.Restore
+		return ls, nil
 	case redisLimiter:
-		if redisURL != "" && !kills {
-			return &limitStore{url: redisURL, close: func() {}}, nil
+		ls := &limitStore{url: redisURL, close: func() {}}
+		if redisURL == "" || kills {
+			s, err := startRedis(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ls.url, ls.kill, ls.start, ls.close = s.url(), s.kill, func() error { return s.start(ctx) }, s.close
 		}
-		s, err := startRedis(ctx)
-		if err != nil {
-			return nil, err
+		if proxied {
+			closeServer := ls.close
+			if err := ls.through(ls.url, link); err != nil {
+				closeServer()
+				return nil, err
+			}
+			closeLink := ls.close
+			ls.close = func() { closeLink(); closeServer() }
 		}
-		return &limitStore{url: s.url(), kill: s.kill, start: func() error { return s.start(ctx) }, close: s.close}, nil
+		return ls, nil
 	}
 	return nil, nil
 }
 
-// cut is a loopback TCP proxy in front of PostgreSQL that the drill gives
-// the limiters alone, so that it can take their store away without touching
-// the jobs' database, which is the same PostgreSQL: River's own connections
-// go direct. While cut, it has closed every connection through it and its
-// listener, so that the limiters see what a stopped server does to its
-// clients: connections broken mid-statement, and new ones refused.
-type cut struct {
-	target, addr, url string
-	mu                sync.Mutex
-	ln                net.Listener
-	conns             map[net.Conn]struct{}
-}
-
-func newCut(dbURL string) (*cut, error) {
-	u, err := url.Parse(dbURL)
+// through puts a proxy of link's between the limiters and the store at
+// rawURL, and points ls's URL at it.
+func (ls *limitStore) through(rawURL string, link linkConfig) error {
+	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("outage: -kill-store with -limiter pg needs a PostgreSQL URL with a TCP host, not %q", dbURL)
+		return fmt.Errorf("outage: the limiter's store needs a URL with a TCP host to be reached through a proxy, not %q", rawURL)
 	}
-	c := &cut{target: u.Host, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := slowlink.New(u.Host, slowlink.Options{MinDelay: link.minDelay, MaxDelay: link.maxDelay, Seed: link.seed})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c.addr = ln.Addr().String()
-	u.Host = c.addr
-	c.url = u.String()
-	c.serve(ln)
-	return c, nil
-}
-
-func (c *cut) serve(ln net.Listener) {
-	c.mu.Lock()
-	c.ln = ln
-	c.mu.Unlock()
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return // cut, or closed
-			}
-			go c.pipe(client)
-		}
-	}()
-}
-
-// pipe forwards one client's connection to PostgreSQL, both ways, until
-// either side closes it or the cut does.
-func (c *cut) pipe(client net.Conn) {
-	server, err := net.DialTimeout("tcp", c.target, 5*time.Second)
-	if err != nil {
-		client.Close()
-		return
-	}
-	c.mu.Lock()
-	if c.ln == nil { // cut meanwhile
-		c.mu.Unlock()
-		client.Close()
-		server.Close()
-		return
-	}
-	c.conns[client], c.conns[server] = struct{}{}, struct{}{}
-	c.mu.Unlock()
-	done := make(chan struct{}, 2)
-	copyTo := func(dst, src net.Conn) { _, _ = io.Copy(dst, src); dst.Close(); src.Close(); done <- struct{}{} }
-	go copyTo(server, client)
-	go copyTo(client, server)
-	<-done
-	<-done
-	c.mu.Lock()
-	delete(c.conns, client)
-	delete(c.conns, server)
-	c.mu.Unlock()
-}
-
-// cut closes every connection through it and stops listening.
-func (c *cut) cut() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ln != nil {
-		c.ln.Close()
-		c.ln = nil
-	}
-	for conn := range c.conns {
-		conn.Close()
-	}
-	clear(c.conns)
+	u.Host = p.Addr()
+	ls.url, ls.link, ls.close = u.String(), p, p.Close
 	return nil
 }
-
-// restore listens again, on the same port.
-func (c *cut) restore() error {
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return fmt.Errorf("outage: the limiter's path to PostgreSQL could not be restored: %w", err)
-	}
-	c.serve(ln)
-	return nil
-}
-
-func (c *cut) close() { _ = c.cut() }
 
 // redisServer is a redis-server of the drill's own, on a loopback port,
 // with no persistence (as .ci/redis starts one), that the drill can kill

@@ -22,6 +22,17 @@
 // for 5 s mid-drill. All processes call the one provider, which counts what
 // it receives from all of them.
 //
+//	cd retryriver/cmd/outage && go run . -service 6s -procs 4 -workers 25 -limiter redis -delay 0-100ms -store-timeout 1s -drop 2s
+//
+// is the service fleet: no queue, four processes of 25 goroutines calling
+// the provider through retryhttp as fast as one shared limit of 200/s (burst
+// 10) lets them, for 6 s, the limiters reaching Redis through a loopback
+// proxy that delays each round trip by 0 to 100 ms and drops the link for
+// 2 s a third of the way in. It prints the most attempts admitted in any
+// window of 100 ms and of 1 s against rate x window + burst, the share of
+// attempts in a window above that, the rate achieved against the limit,
+// and what the drop cost.
+//
 // Flags:
 //
 //	-db URL       PostgreSQL URL; empty (the default) means a SQLite file in a temporary folder
@@ -48,6 +59,16 @@
 //	              refuses new ones), so that the jobs' database stays up
 //	-fallback s   the shared limiter's behaviour while its store is down: 0 (the default) fails closed,
 //	              s in (0, 1] books on a local limiter at s times the rate in each process
+//	-store-timeout d  the shared limiter's timeout per round trip (fleet.Options.Timeout; 0, the
+//	              default, is fleet's 100ms)
+//	-delay lo-hi  the shared limiters reach their store through a loopback proxy that delays each
+//	              request by a draw from [lo, hi] (uniform, seeded by -seed), e.g. 0-100ms
+//	-drop d       drop the limiters' link to their store (through that proxy: connections closed, new
+//	              ones refused) for d, once 30% of the jobs are final, or a third of the way into -service;
+//	              the store itself stays up
+//	-service d    run the service fleet for d instead of the River drill: -procs processes of -workers
+//	              goroutines each, on a shared limiter (-limiter pg or redis)
+//	-rate r, -burst b  the service fleet's limit (default the drill's, 200/s with a burst of 10)
 //
 // It exits with status 1 if any job is left behind or any figure fails its
 // check: every job delivered, dead-lettered or cancelled; each
@@ -62,6 +83,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -80,6 +102,9 @@ import (
 func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:]))
+	}
+	if spec := os.Getenv(serviceEnv); spec != "" {
+		os.Exit(serviceMain(spec))
 	}
 	// On SIGINT or SIGTERM the drill stops its worker process and removes
 	// its database before it exits.
@@ -102,6 +127,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.redisURL, "redis", os.Getenv("RETRY_REDIS_URL"), "the Redis `URL` of -limiter redis; empty: a redis-server of the drill's own")
 	fs.DurationVar(&c.killStore, "kill-store", 0, "take the shared limiter's store away for `d` once 30% of the jobs are final, then bring it back")
 	fs.Float64Var(&c.fallback, "fallback", 0, "the shared limiter's fallback while its store is down: 0 fails closed, a `share` s in (0, 1] books locally at s times the rate")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", 0, "the shared limiter's timeout per round trip to its store (fleet.Options.Timeout); 0: fleet's default, 100ms")
+	delay := fs.String("delay", "", "delay each round trip between the limiters and their store by a draw from `lo-hi` (0-100ms), through a loopback proxy")
+	fs.DurationVar(&c.drop, "drop", 0, "drop the limiters' link to their store for `d` (connections closed, new ones refused) once 30% of the jobs are final, or a third of the way into -service")
+	fs.DurationVar(&c.service, "service", 0, "run the service fleet for `d` instead of the River drill: -procs processes of -workers goroutines calling the provider as fast as one shared limit lets them")
+	fs.Float64Var(&c.rate, "rate", 0, "the service fleet's shared limit, attempts per second (0: the drill's 200)")
+	fs.IntVar(&c.burst, "burst", 0, "the service fleet's burst (0: the drill's 10)")
 	fs.StringVar(&c.svg, "svg", "outage.svg", "where to write the chart")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the provider's lost replies and of the virtual-time drill")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
@@ -109,6 +140,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	var err error
+	if c.link.minDelay, c.link.maxDelay, err = parseDelay(*delay); err != nil {
+		return c, err
+	}
+	c.link.seed = c.seed
 	switch *policy {
 	case "retry":
 	case "river":
@@ -150,6 +186,28 @@ func (c config) checkFleet() error {
 		return fmt.Errorf("outage: -fallback must be in [0, 1], not %v", c.fallback)
 	case c.fallback > 0 && !shared:
 		return fmt.Errorf("outage: -fallback is a shared limiter's: it needs -limiter pg or redis")
+	case c.storeTimeout < 0:
+		return fmt.Errorf("outage: -store-timeout must not be negative")
+	case c.storeTimeout > 0 && !shared:
+		return fmt.Errorf("outage: -store-timeout is a shared limiter's: it needs -limiter pg or redis")
+	case c.link.delayed() && !shared:
+		return fmt.Errorf("outage: -delay slows the link to a shared limiter's store: it needs -limiter pg or redis")
+	case c.drop < 0:
+		return fmt.Errorf("outage: -drop must not be negative")
+	case c.drop > 0 && !shared:
+		return fmt.Errorf("outage: -drop cuts the link to a shared limiter's store: it needs -limiter pg or redis")
+	case c.drop > 0 && c.killStore > 0:
+		return fmt.Errorf("outage: -drop cuts the link, -kill-store takes the store away: one or the other")
+	case c.service < 0:
+		return fmt.Errorf("outage: -service must not be negative")
+	case c.service > 0 && !shared:
+		return fmt.Errorf("outage: -service measures a shared limit: it needs -limiter pg or redis")
+	case !(c.rate >= 0) || math.IsInf(c.rate, 0) || c.burst < 0:
+		return fmt.Errorf("outage: -rate and -burst must be positive, or 0 for the drill's")
+	case (c.rate > 0 || c.burst > 0) && c.service == 0:
+		return fmt.Errorf("outage: -rate and -burst are the service fleet's: they need -service")
+	case c.service > 0 && (c.crash || c.killStore > 0 || c.riverDefault):
+		return fmt.Errorf("outage: -service runs no River jobs: -crash, -kill-store and -policy river are the River drill's")
 	}
 	return nil
 }
@@ -162,6 +220,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if c.service > 0 {
+		r, err := serviceDrill(ctx, c, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		reportService(stdout, c, r)
+		return 0
 	}
 	r, err := drill(ctx, c, stderr)
 	if err != nil {
@@ -313,6 +380,9 @@ func report(w io.Writer, c config, r *result, m *modelResult) {
 	}
 	if !c.riverDefault && (r.procs > 1 || r.limiter.shared()) {
 		fmt.Fprintf(w, "fleet: %d worker processes on one queue; limiter: %s\n", r.procs, r.limiter.describe(p, r.procs))
+		if c.link.delayed() || c.drop > 0 || c.storeTimeout > 0 {
+			fmt.Fprintf(w, "  link to the store: %s; store timeout %v\n", c.link.describe(), cmp.Or(c.storeTimeout, 100*time.Millisecond))
+		}
 	}
 	fmt.Fprintf(w, "workers: %d River workers per process", c.workers)
 	if r.crashAt > 0 {
@@ -399,6 +469,10 @@ func reportLimit(w io.Writer, r *result) {
 	} else {
 		fmt.Fprintf(w, "limit: each process's attempts over any sliding second are at most the rate + burst = %g (and a burst more when they wake late),\n", bound)
 		fmt.Fprintf(w, "  so %d processes' up to %g; the provider saw at most %d\n", n, float64(n)*bound, r.peak)
+	}
+	if lc.shared() && len(r.provider.admitted) > 0 {
+		fmt.Fprintf(w, "  admitted, on the limiters' own clocks (%d attempts):\n", len(r.provider.admitted))
+		reportWindows(w, r.provider.admitted, p.limit, p.burst)
 	}
 	if r.storeUp == 0 {
 		return

@@ -233,7 +233,14 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-scale", "0"}, {"-scale", "2"}, {"-scale", "NaN"}, {"-policy", "other"}, {"-workers", "0"}, {"-nope"},
 		{"-procs", "0"}, {"-procs", "2", "-crash"}, {"-db", "postgres://x", "-procs", "2", "-crash"}, {"-limiter", "other"}, {"-limiter", "pg"},
 		{"-db", "postgres://x", "-limiter", "pg", "-policy", "river"}, {"-kill-store", "1s"}, {"-limiter", "redis", "-kill-store", "-1s"},
-		{"-fallback", "0.5"}, {"-limiter", "redis", "-fallback", "2"}, {"-limiter", "redis", "-fallback", "NaN"}} {
+		{"-fallback", "0.5"}, {"-limiter", "redis", "-fallback", "2"}, {"-limiter", "redis", "-fallback", "NaN"},
+		{"-delay", "0-100ms"}, {"-limiter", "redis", "-delay", "100ms-10ms"}, {"-limiter", "redis", "-delay", "fast"},
+		{"-limiter", "redis", "-delay", "-5ms"}, {"-drop", "2s"}, {"-limiter", "redis", "-drop", "-1s"},
+		{"-limiter", "redis", "-drop", "1s", "-kill-store", "1s"}, {"-store-timeout", "1s"}, {"-limiter", "redis", "-store-timeout", "-1s"},
+		{"-service", "3s"}, {"-limiter", "redis", "-service", "-1s"}, {"-limiter", "redis", "-service", "3s", "-crash"},
+		{"-limiter", "redis", "-service", "3s", "-kill-store", "1s"}, {"-limiter", "redis", "-rate", "100"},
+		{"-limiter", "redis", "-service", "3s", "-rate", "-1"}, {"-limiter", "redis", "-service", "3s", "-burst", "-1"},
+		{"-limiter", "redis", "-service", "3s", "-rate", "NaN"}} {
 		var stdout, stderr bytes.Buffer
 		assert.Equal(t, 2, run(context.Background(), args, &stdout, &stderr), "run(%v)", args)
 		assert.NotEmpty(t, stderr.String(), "run(%v) said nothing", args)

@@ -33,6 +33,7 @@ type provider struct {
 	used   int   // requests served in it
 	// What it saw, for the report and the checks.
 	arrivals   []time.Duration // since start
+	admitted   []time.Time     // when each attempt that said so was admitted (attemptHeader)
 	upAt       time.Duration   // when the first request after the outage came
 	received   map[string]int  // requests, per key
 	down       map[string]int  // requests that met the outage, per key
@@ -75,6 +76,9 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	at := now.Sub(pr.start)
 	pr.arrivals = append(pr.arrivals, at)
+	if ns, err := strconv.ParseInt(r.Header.Get(attemptHeader), 10, 64); err == nil {
+		pr.admitted = append(pr.admitted, time.Unix(0, ns))
+	}
 	pr.received[key]++
 	if len(pr.arrivals) <= pr.p.outage {
 		pr.down[key]++
@@ -115,9 +119,17 @@ func (pr *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// attemptHeader carries the time (Unix nanoseconds, on the sending
+// process's clock, which every process of the machine shares) at which the
+// attempt was admitted: when its limiter let it start. Counting admissions
+// there rather than arrivals at the provider leaves out the jitter of the
+// HTTP round trip on a loaded machine, which is not the limiter's.
+const attemptHeader = "X-Attempt-Start"
+
 // stats is what the provider saw.
 type stats struct {
 	arrivals              []time.Duration // sorted
+	admitted              []time.Duration // sorted, on the arrivals' clock: when attempts were admitted, by their own process's clock
 	upAt                  time.Duration   // 0 if the outage never ended
 	received              map[string]int  // requests, per key
 	down                  map[string]int  // requests that met the outage, per key
@@ -130,7 +142,12 @@ func (pr *provider) stats() stats {
 	defer pr.mu.Unlock()
 	a := slices.Clone(pr.arrivals)
 	slices.Sort(a)
-	return stats{arrivals: a, upAt: pr.upAt, received: maps.Clone(pr.received), down: maps.Clone(pr.down), effects: maps.Clone(pr.effects),
+	adm := make([]time.Duration, len(pr.admitted))
+	for i, t := range pr.admitted {
+		adm[i] = t.Sub(pr.start)
+	}
+	slices.Sort(adm)
+	return stats{arrivals: a, admitted: adm, upAt: pr.upAt, received: maps.Clone(pr.received), down: maps.Clone(pr.down), effects: maps.Clone(pr.effects),
 		throttled: pr.throttled, lost: pr.lost, dups: pr.duplicates}
 }
 

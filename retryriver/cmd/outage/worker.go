@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -52,6 +53,7 @@ func (w *notifyWorker) Work(ctx context.Context, job *river.Job[notifyArgs]) err
 	}
 	key := retryriver.IdempotencyKey(job.JobRow)
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set(attemptHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
 	// The drill's check reads which key each job sent from its metadata.
 	_ = river.MetadataSet(ctx, metadataKey, key)
 	resp, err := w.client.Do(req)
@@ -103,6 +105,7 @@ func parseWorkerConfig(args []string) (workerConfig, error) {
 	fs.StringVar(&c.limiter.schema, "limiter-schema", "", "")
 	fs.StringVar(&c.limiter.name, "limit-name", "", "")
 	fs.Float64Var(&c.limiter.fallback, "fallback", 0, "")
+	fs.DurationVar(&c.limiter.timeout, "store-timeout", 0, "")
 	policy := fs.String("policy", "retry", "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
