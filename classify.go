@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Decision is a classifier's verdict on an error.
@@ -376,16 +377,17 @@ func (f *facts) walk(err error, inLoop bool) {
 var sentinels = [...]struct {
 	err  error
 	fact fact
+	ptr  bool // err's dynamic type is a pointer, which same compares (set by init)
 }{
-	{context.Canceled, isCanceled},
-	{context.DeadlineExceeded, isDeadline},
-	{io.ErrUnexpectedEOF, isBroken},
-	{io.EOF, isEOF},
+	{err: context.Canceled, fact: isCanceled},
+	{err: context.DeadlineExceeded, fact: isDeadline},
+	{err: io.ErrUnexpectedEOF, fact: isBroken},
+	{err: io.EOF, fact: isEOF},
 	// http.Client turns the tls.RecordHeaderError of a plain HTTP server
 	// answering a TLS client into this sentinel.
-	{http.ErrSchemeMismatch, isCertificate},
+	{err: http.ErrSchemeMismatch, fact: isCertificate},
 	// database/sql's drivers return it only when nothing reached the server.
-	{driver.ErrBadConn, isUnsent},
+	{err: driver.ErrBadConn, fact: isUnsent},
 }
 
 // note records the facts of one error in the tree, without unwrapping it.
@@ -469,11 +471,27 @@ func (f *facts) note(err error, inLoop bool) {
 	}
 	is, hasIs := err.(interface{ Is(error) bool })
 	for _, s := range sentinels {
-		// The sentinels are pointers, so == cannot panic.
-		if err == s.err || (hasIs && is.Is(s.err)) {
+		if (s.ptr && same(err, s.err)) || (!s.ptr && err == s.err) || (hasIs && is.Is(s.err)) {
 			f.set |= s.fact
 		}
 	}
+}
+
+func init() {
+	for i := range sentinels {
+		sentinels[i].ptr = reflect.TypeOf(sentinels[i].err).Kind() == reflect.Pointer
+	}
+}
+
+// same reports err == sentinel for a sentinel whose dynamic type is a
+// pointer, as most of sentinels are: the two are equal exactly when they
+// hold the same type and the same pointer. It compares the two words of each interface value, where ==
+// would call the runtime for every sentinel of err's own type (most are
+// errors.New's, as most errors are): a tenth of a retry's time.
+func same(err, sentinel error) bool {
+	type iface struct{ tab, data unsafe.Pointer }
+	a, b := (*iface)(unsafe.Pointer(&err)), (*iface)(unsafe.Pointer(&sentinel))
+	return a.data == b.data && a.tab == b.tab
 }
 
 // spent reports whether a loop that stopped for reason had used up what it

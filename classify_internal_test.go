@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"syscall"
 	"testing"
 	"time"
@@ -243,5 +244,27 @@ func TestOutcomeUnknown(t *testing.T) {
 			got := OutcomeUnknown(tt.err)
 			assert.Equal(t, tt.want, got, "OutcomeUnknown(%v) = %v, want %v", tt.err, got, tt.want)
 		})
+	}
+}
+
+// same compares interface words, which is == only for sentinels whose
+// dynamic type is a pointer: the others are compared with ==.
+func TestSentinelsComparedAsEquality(t *testing.T) {
+	for _, s := range sentinels {
+		if ptr := reflect.TypeOf(s.err).Kind() == reflect.Pointer; ptr != s.ptr {
+			t.Errorf("sentinel %v: ptr = %v, want %v", s.err, s.ptr, ptr)
+		}
+		if s.ptr && (!same(s.err, s.err) || same(errors.New(s.err.Error()), s.err)) {
+			t.Errorf("same(%v) is not ==", s.err)
+		}
+		var f facts
+		f.note(s.err, false)
+		if !f.has(s.fact) {
+			t.Errorf("note(%v) misses its fact", s.err)
+		}
+	}
+	var nilErr error
+	if same(nilErr, context.Canceled) || same(fmt.Errorf("wrapped: %w", context.Canceled), context.Canceled) {
+		t.Error("same matched what == does not")
 	}
 }
