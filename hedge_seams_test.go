@@ -281,3 +281,35 @@ func TestHedgeWonSeenByObserve(t *testing.T) {
 		assert.False(t, retry.HedgeWon(t.Context()))
 	})
 }
+
+// A panic in the attempt on the caller's goroutine, with a hedge in flight
+// beside it, cuts the hedge and goes on up once the hedge has returned; with
+// no hedge due, it goes on up at once and leaves no timer behind.
+func TestHedgeInlinePanic(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var hedgeCut atomic.Bool
+		assert.PanicsWithValue(t, "boom", func() {
+			_ = retry.Do(t.Context(), func(ctx context.Context) error {
+				if retry.AttemptFrom(ctx) == 2 {
+					<-ctx.Done()
+					hedgeCut.Store(true)
+					return ctx.Err()
+				}
+				time.Sleep(20 * time.Millisecond) // the hedge starts at 10ms
+				panic("boom")
+			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		})
+		assert.True(t, hedgeCut.Load(), "the hedge was cut and had returned")
+
+		calls := 0
+		assert.PanicsWithValue(t, "early", func() {
+			_ = retry.Do(t.Context(), func(ctx context.Context) error {
+				calls++
+				panic("early")
+			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		})
+		time.Sleep(time.Second)
+		assert.Equal(t, 1, calls, "no hedge starts after the panic")
+	})
+}
