@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/seed93a044d1/retry"
 	"github.com/seed93a044d1/retry/retryhttp"
@@ -417,4 +418,51 @@ func TestKeyedRequestNotHedged(t *testing.T) {
 	assert.Equal(t, 1, ks.requests, "one request: a keyed request is not hedged")
 	assert.Zero(t, ks.conflict)
 	assert.Equal(t, 1, ks.done["k-1"])
+}
+
+// The seams of a hedged request: the Budget must grant each hedge, the
+// Limiter paces it, and the caller's deadline bounds it. With an empty
+// budget the hedge is refused and the call goes on with its first attempt;
+// with a limiter whose next slot comes after the first answer, no hedge is
+// sent and the booking is given back; with a deadline too near for a hedge
+// to be useful, none starts.
+func TestHedgedRequestSeams(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := newServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		time.Sleep(800 * time.Millisecond) // slower than the hedge delay
+		io.WriteString(w, "ok")
+	})
+	tests := []struct {
+		name   string
+		policy retry.Policy
+		ctx    func() (context.Context, context.CancelFunc)
+	}{
+		{"empty budget", retry.Policy{Budget: retry.NewBudget(0.1, 0)}, nil},
+		{"limiter's next slot after the answer", retry.Policy{Limiter: retry.RateLimiter(rate.NewLimiter(1, 1))}, nil},
+		{"deadline too near", retry.Policy{MinAttemptTime: time.Second},
+			func() (context.Context, context.CancelFunc) {
+				// The first attempt has its second; a hedge at 600ms would not.
+				return context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			}},
+	}
+	for _, tt := range tests {
+		n.Store(0)
+		p := tt.policy
+		p.Hedge = retry.Constant(600 * time.Millisecond)
+		client := retryhttp.NewClient(srv.Client(), p)
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if tt.ctx != nil {
+			ctx, cancel = tt.ctx()
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err, tt.name)
+		assert.Equal(t, "ok", readAll(t, resp), tt.name)
+		cancel()
+		time.Sleep(500 * time.Millisecond) // a late hedge would reach the server by now
+		assert.Equal(t, int32(1), n.Load(), "%s: requests the server saw", tt.name)
+	}
 }
