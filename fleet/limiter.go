@@ -20,8 +20,11 @@ import (
 type Options struct {
 	// Timeout bounds each round trip to the store; a booking never waits
 	// longer than that, nor past its caller's deadline. A store that has not
-	// answered by then counts as unavailable. 0 means 100ms; [New] refuses
-	// a negative value.
+	// answered by then counts as unavailable. The call to the store goes on
+	// in the background up to 4 times Timeout before its context ends: an
+	// answer that comes meanwhile adds its slots for later bookings, and a
+	// client does not lose its connection to a round trip only a little
+	// slower than Timeout. 0 means 100ms; [New] refuses a negative value.
 	Timeout time.Duration
 
 	// Fallback is the share of the rate that each process may use on its
@@ -85,6 +88,10 @@ const (
 	// one booking of a process waits for such a probe; the others fail (or
 	// fall back) at once meanwhile, so a store that hangs costs one
 	// booking a Timeout per probe. See pauseAfter.
+	// lateAnswer is how many times Options.Timeout a round trip may take
+	// before its call to the store is cut (see book).
+	lateAnswer = 4
+
 	minPause    = 10 * time.Millisecond
 	maxPause    = 100 * time.Millisecond
 	pauseGrowth = 1.5
@@ -529,6 +536,13 @@ func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 // answer that comes after f has timed out still adds its slots, which are
 // on the store's schedule either way.
 func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{}) {
+	// The store's call itself may take lateAnswer times the Timeout, though
+	// f's waiters stop waiting at the Timeout: an answer that comes a little
+	// late still adds its slots, and a client that ends a call its context
+	// cut may also close the connection it was on (pgx does), so that a
+	// store slower than the Timeout now and then would cost a new
+	// connection, several round trips, each time.
+	call, cancelCall := context.WithTimeout(ctx, lateAnswer*l.timeout)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	if refunded != nil {
 		select {
@@ -540,13 +554,16 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	var wait time.Duration
 	var mark, storeNow int64
 	var err error
-	if l.clocked != nil {
-		wait, mark, storeNow, err = l.clocked.BookClocked(ctx, l.sched, f.n, f.after)
+	if ctx.Err() != nil {
+		err = ctx.Err() // the refunds took the whole Timeout
+	} else if l.clocked != nil {
+		wait, mark, storeNow, err = l.clocked.BookClocked(call, l.sched, f.n, f.after)
 	} else {
-		wait, mark, err = l.store.Book(ctx, l.sched, f.n, f.after)
+		wait, mark, err = l.store.Book(call, l.sched, f.n, f.after)
 	}
 	late := ctx.Err() != nil
 	cancel()
+	cancelCall()
 	recv := time.Now()
 	switch {
 	case err != nil && late:

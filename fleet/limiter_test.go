@@ -235,7 +235,7 @@ func TestLimiterProbesSoonAndBacksOff(t *testing.T) {
 func TestLimiterOneBookingWaitsForAProbe(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		defer time.Sleep(time.Second) // let refunds sent in the background end
+		defer time.Sleep(5 * time.Second) // let the round trips end: a call to the store may take 4 times the Timeout
 		store := &memStore{hang: true}
 		lim := newLimiter(t, store, 100, 1, nil)
 		_, err := lim.Reserve(t.Context(), time.Now())
@@ -264,7 +264,7 @@ func TestLimiterOneBookingWaitsForAProbe(t *testing.T) {
 func TestLimiterTimesOutASlowStore(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		defer time.Sleep(time.Second) // let refunds sent in the background end
+		defer time.Sleep(5 * time.Second) // let the round trips end: a call to the store may take 4 times the Timeout
 		store := &memStore{hang: true}
 		lim := newLimiter(t, store, 100, 1, nil)
 		start := time.Now()
@@ -326,6 +326,44 @@ func (s *stubborn) BookClocked(_ context.Context, sc fleet.Schedule, n int, afte
 	time.Sleep(s.delay)
 	s.delay = 0 // only the first answer is late
 	return s.memStore.BookClocked(context.Background(), sc, n, after)
+}
+
+// A store that honours its context and answers a little after the Timeout
+// (150ms, where it is 100ms) is not cut at the Timeout: the booking stops
+// waiting then, but the answer's slots come and serve the next bookings
+// without a round trip. A client that ends a call its context cut may close
+// the connection it was on (pgx does), so cutting it would cost a new
+// connection each time. A store that hangs is cut at 4 times the Timeout.
+func TestLimiterSlowAnswerIsNotCut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// Let the round trips end; the test fails as a deadlock if the hung
+		// one below is not cut by then.
+		defer time.Sleep(time.Second)
+		store := &memStore{latency: 75 * time.Millisecond}
+		lim := newLimiter(t, store, 100, 50, nil) // a slot may be booked 490ms ahead
+		start := time.Now()
+		want := start.Add(400 * time.Millisecond)
+		_, err := lim.Reserve(t.Context(), want)
+		require.ErrorIs(t, err, fleet.ErrUnavailable)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "the booking stopped waiting at the Timeout")
+		time.Sleep(100 * time.Millisecond) // the answer came at 150ms; the pause after the failure is over
+		// Its slot is 400ms after the store's now, which a single round trip
+		// places when the answer came at the latest: at 550ms.
+		late := start.Add(550 * time.Millisecond)
+		r, err := lim.Reserve(t.Context(), late)
+		require.NoError(t, err, "served from the late answer's slot")
+		books, _, _ := store.stats()
+		assert.Equal(t, 1, books, "no second round trip")
+		assert.Equal(t, late, r.Start)
+
+		store.set(func(s *memStore) { s.hang = true })
+		lim = newLimiter(t, store, 100, 1, nil)
+		start = time.Now()
+		_, err = lim.Reserve(t.Context(), start)
+		require.ErrorIs(t, err, fleet.ErrUnavailable)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "a store that hangs: the booking stops waiting at the Timeout")
+	})
 }
 
 // With Options.Fallback, a fleet whose store goes down mid-run goes on at
