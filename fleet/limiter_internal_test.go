@@ -30,3 +30,41 @@ func TestPauseAfter(t *testing.T) {
 		}
 	}
 }
+
+// The store's time is placed on the process's clock no earlier than it was,
+// and no later than the answer came, whatever way each round trip is slow:
+// a slot placed by it never starts before its place on the store's
+// schedule. With a fast way back seen once, it is placed exactly, but for
+// the drift the bounds allow for since.
+func TestStoreClockNeverPlacesEarly(t *testing.T) {
+	t.Parallel()
+	const offset = 7 * time.Second // local = store + offset
+	epoch := time.Now()
+	c := storeClock{epoch: epoch}
+	local := epoch
+	var backAt time.Time // when the way back of 0 came
+	legs := []struct{ out, back time.Duration }{
+		{40 * time.Millisecond, 30 * time.Millisecond},
+		{90 * time.Millisecond, 0}, // slow out, at once back
+		{0, 80 * time.Millisecond}, // at once out, slow back
+		{5 * time.Millisecond, 60 * time.Millisecond},
+		{70 * time.Millisecond, 2 * time.Millisecond},
+	}
+	for i, leg := range legs {
+		sent := local
+		at := sent.Add(leg.out) // when the store read its clock, on the local clock
+		recv := at.Add(leg.back)
+		got := c.local(sent, recv, int64(at.Sub(epoch)-offset))
+		if got.Before(at) || got.After(recv) {
+			t.Errorf("round trip %d (out %v, back %v): placed %v after the store's now, want between 0 and %v",
+				i, leg.out, leg.back, got.Sub(at), leg.back)
+		}
+		if i == 1 {
+			backAt = recv
+		}
+		if drift := time.Duration(float64(recv.Sub(backAt))*maxDrift) + time.Duration(i); i >= 1 && got.Sub(at) > drift {
+			t.Errorf("round trip %d: placed %v after the store's now, want at most the drift since the way back of 0, %v", i, got.Sub(at), drift)
+		}
+		local = recv.Add(10 * time.Millisecond)
+	}
+}

@@ -25,6 +25,7 @@ type memStore struct {
 	seq     int64
 	latency time.Duration
 	jitter  time.Duration // each leg takes latency plus a uniform draw from [0, jitter)
+	outOnly bool          // jitter on the way out only: a link that delays requests, a store that queues them
 	down    error
 	hang    bool
 	books   int         // round trips that booked
@@ -52,9 +53,12 @@ func (s *memStore) set(f func(s *memStore)) {
 	f(s)
 }
 
-func (s *memStore) travel(ctx context.Context) error {
+func (s *memStore) travel(ctx context.Context, back bool) error {
 	s.mu.Lock()
-	down, hang, latency := s.down, s.hang, s.latency
+	down, hang, latency, jitter := s.down, s.hang, s.latency, s.jitter
+	if back && s.outOnly {
+		jitter = 0
+	}
 	s.mu.Unlock()
 	if down != nil {
 		return down
@@ -63,8 +67,8 @@ func (s *memStore) travel(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	if s.jitter > 0 {
-		latency += rand.N(s.jitter)
+	if jitter > 0 {
+		latency += rand.N(jitter)
 	}
 	if latency > 0 {
 		select {
@@ -85,7 +89,7 @@ func (s *memStore) BookClocked(ctx context.Context, sc fleet.Schedule, n int, af
 	s.mu.Lock()
 	s.asks = append(s.asks, time.Now())
 	s.mu.Unlock()
-	if err := s.travel(ctx); err != nil {
+	if err := s.travel(ctx, false); err != nil {
 		return 0, 0, 0, err
 	}
 	s.mu.Lock()
@@ -101,14 +105,14 @@ func (s *memStore) BookClocked(ctx context.Context, sc fleet.Schedule, n int, af
 	s.books++
 	s.slots += n
 	s.mu.Unlock()
-	if err := s.travel(ctx); err != nil {
+	if err := s.travel(ctx, true); err != nil {
 		return 0, 0, 0, err // booked, but the answer was lost: the slots are wasted
 	}
 	return base.Sub(now), mark, now.UnixNano(), nil
 }
 
 func (s *memStore) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
-	if err := s.travel(ctx); err != nil {
+	if err := s.travel(ctx, false); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
