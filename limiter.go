@@ -23,9 +23,10 @@ import (
 // would be too late for the caller's deadline. It gives a booking back, with
 // Cancel, whenever its attempt will not happen: the attempt would not fit
 // before the deadline, the Budget refused the retry, the caller's context
-// ended during the wait, or the wait ended so late (a stalled process) that
-// the booking no longer holds (see [Reservation].Slack), in which case it
-// books again. Reserve and Cancel are called on the goroutine that called
+// ended during the wait, or the attempt would start later than the booking
+// holds (see [Reservation].Slack): a retry whose wait ends long after its
+// slot, or a wait that ended late (a stalled process), in which case it
+// books again when the wait is over. Reserve and Cancel are called on the goroutine that called
 // [Do]; a Limiter must be safe for concurrent use by any number of them.
 type Limiter interface {
 	// Reserve books one attempt to start at t or later and returns the
@@ -50,12 +51,14 @@ type Reservation struct {
 	// at the later of Start and the time it asked for.
 	Start time.Time
 
-	// Slack is how much later than its planned start an attempt may still
-	// start on this booking. An attempt whose wait ends later than that (its
-	// process stalled, or its goroutine waited for a CPU) gives the booking
-	// back and books again from the time it woke, so that attempts held up
-	// together do not start together in a burst above the limit. 0 means
-	// no limit: the booking holds however late its attempt starts.
+	// Slack is how much later than Start an attempt may still start on this
+	// booking. A booking that comes further ahead of its attempt than that
+	// (a retry whose backoff outlasts it) is given back at once and booked
+	// again when the wait is over, and an attempt whose wait ends too late
+	// (its process stalled, or its goroutine waited for a CPU) books again
+	// from the time it woke, so that attempts held up together, or waiting
+	// alike, do not start together in a burst above the limit. 0 means no
+	// limit: the booking holds however late its attempt starts.
 	Slack time.Duration
 
 	// Handle is the Limiter's own record of the booking, for Cancel; the
