@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"time"
 	"weak"
 )
 
@@ -149,6 +148,3 @@ func (c *cutCtx) keepAlive() {
 		runtime.AddCleanup(c, func(unlink func() bool) { unlink() }, unlink)
 	}
 }
-
-// Deadline is the parent's: the attempt's timeout, or the caller's deadline.
-func (c *cutCtx) Deadline() (time.Time, bool) { return c.Context.Deadline() }
