@@ -48,6 +48,7 @@ func TestErrorTypeOfTransportFailures(t *testing.T) {
 		transport func() http.RoundTripper
 		request   func(ctx context.Context) *http.Request
 		want      string
+		or        string // another answer net/http may give, racing with itself
 	}{
 		{
 			name:      "untrusted certificate",
@@ -85,6 +86,9 @@ func TestErrorTypeOfTransportFailures(t *testing.T) {
 			// net/http's own wrapper, nothingWrittenError, has its
 			// cause's text too, so it is looked through as well.
 			want: "*errors.errorString",
+			// The transport closes the connection on the short body, and
+			// its read loop, seeing that close, can report it first.
+			or: "internal/poll.errNetClosing",
 		},
 	}
 	for _, tt := range tests {
@@ -92,6 +96,16 @@ func TestErrorTypeOfTransportFailures(t *testing.T) {
 			t.Parallel()
 			policy := retry.Policy{MaxAttempts: 1}
 			want := map[string]int64{"error.type=" + tt.want + ",retry.attempt.kind=original": 1}
+			or := want
+			if tt.or != "" {
+				or = map[string]int64{"error.type=" + tt.or + ",retry.attempt.kind=original": 1}
+			}
+			either := func(t *testing.T, got map[string]int64, how string) {
+				t.Helper()
+				if !assert.ObjectsAreEqual(or, got) {
+					assert.Equal(t, want, got, how)
+				}
+			}
 
 			viaTransport := newTelemetry(t)
 			tr := tt.transport()
@@ -102,7 +116,7 @@ func TestErrorTypeOfTransportFailures(t *testing.T) {
 				resp.Body.Close()
 			}
 			require.Error(t, err)
-			assert.Equal(t, want, viaTransport.collect(t).sums(t, "retry.attempts"), "through retryhttp")
+			either(t, viaTransport.collect(t).sums(t, "retry.attempts"), "through retryhttp")
 
 			viaClient := newTelemetry(t)
 			tr = tt.transport()
@@ -117,7 +131,7 @@ func TestErrorTypeOfTransportFailures(t *testing.T) {
 				return retry.CheckResponse(resp)
 			}, viaClient.instrument(policy))
 			require.Error(t, err)
-			assert.Equal(t, want, viaClient.collect(t).sums(t, "retry.attempts"), "through retry.Do around an http.Client")
+			either(t, viaClient.collect(t).sums(t, "retry.attempts"), "through retry.Do around an http.Client")
 		})
 	}
 }
