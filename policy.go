@@ -51,6 +51,23 @@ type Policy struct {
 	// adaptive). nil means no pacing.
 	Limiter Limiter
 
+	// Concurrency, when set, bounds the attempts in flight at once across
+	// every call that shares it: each attempt, the first, each retry and
+	// each hedge, holds one of its slots while it runs (see
+	// [Concurrency]). The slot is taken last, once the attempt would
+	// start at once; the wait for it counts against the caller's deadline
+	// and in Event.Waited, and a call that finds none in time stops with
+	// [ErrNoSlot]. A hedge that finds no free slot at once does not start,
+	// and the hedging ends: a hedge is worth its load only when it starts
+	// on time. nil means no bound.
+	Concurrency Concurrency
+
+	// Breaker, when set, is asked before every attempt, and told how each
+	// ended: while it refuses, the call stops with [ErrBreakerOpen] before
+	// any attempt, deposit, booking or wait (see [Breaker]). nil means no
+	// breaker.
+	Breaker Breaker
+
 	// AttemptTimeout, when positive, bounds each attempt: fn's context ends
 	// at min(attempt start + AttemptTimeout, the caller's deadline). That
 	// context also ends when fn returns, so what fn returns must not need it

@@ -1,0 +1,184 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Concurrency bounds how many attempts are in flight at once across every
+// call that shares it: first attempts, retries and hedges alike. A rate
+// limit does not bound that: when a dependency slows down, the same rate
+// means more requests in flight, its queues grow and its latency climbs
+// until everything times out. A Concurrency holds each attempt to a slot,
+// taken just before the attempt starts and given back as it ends.
+//
+// [ConcurrencyLimit] is a fixed limit for one process; package adaptive
+// learns the limit from latency and throttling; the modules retrypg and
+// retryredis lease slots shared by a fleet of processes.
+//
+// The loop takes a slot last, once the attempt's wait, its Limiter booking
+// and its Budget are settled and the attempt would start at once: a slot is
+// then held only for the attempt itself, never through a backoff, and an
+// attempt that waits for a slot does not keep a booking that would let it
+// start late, together with others, above the Limiter's rate (a booking
+// that the wait for a slot made too late is booked again, holding the slot).
+// A Circuit breaker, asked last of all, never sees an attempt that found no
+// slot.
+//
+// A Concurrency must be safe for concurrent use by any number of
+// goroutines.
+type Concurrency interface {
+	// Acquire waits for a slot for one attempt and returns the function
+	// that gives it back. ctx is the caller's, and by, when not zero, the
+	// latest time the attempt may start (the caller's deadline less
+	// Policy.MinAttemptTime): Acquire must not wait past either. An error
+	// means no slot, and the call stops with it as its Reason, keeping the
+	// last attempt's error: ctx's cause when ctx ended, [ErrNoSlot] when
+	// by passed or a bounded queue was full, or the Concurrency's own (a
+	// store that is down).
+	//
+	// The loop calls release exactly once, when the attempt has ended,
+	// however it ended, with how long it ran and err: nil for a success;
+	// an error for which errors.Is(err, context.Canceled) holds when the
+	// attempt says nothing of the dependency's health (the loop cut it, a
+	// hedge won, the caller's context ended, fn panicked, or the policy's
+	// classifier does not retry its error, a 404 say; the attempt's own
+	// error, if any, stays reachable with errors.As); otherwise the
+	// attempt's error, one the policy would retry. A Concurrency that
+	// learns must not learn from the first kind.
+	Acquire(ctx context.Context, by time.Time) (release func(d time.Duration, err error), err error)
+}
+
+// ErrNoSlot means the attempt found no slot in the Policy's [Concurrency]
+// before the latest time it could start (the caller's deadline less
+// MinAttemptTime), or that the queue of attempts waiting for one was full.
+var ErrNoSlot = errors.New("retry: no concurrency slot")
+
+// ConcurrencyLimit is a [Concurrency] of a fixed number of slots in one
+// process, given out first come, first served.
+//
+// Set Limit, and Queue if wanted, before the first Acquire and do not change
+// them after. The zero value has no slot: every attempt stops with
+// [ErrNoSlot] (a forgotten Limit fails closed, at once). A ConcurrencyLimit
+// is safe for concurrent use by any number of goroutines, and must not be
+// copied after first use.
+//
+// An attempt that finds every slot taken waits, in arrival order, until
+// one is given back, the caller's context ends, or it could no longer
+// start in time (see [Concurrency]). A slot given back goes to the longest
+// waiter at once: a newcomer never takes it first.
+type ConcurrencyLimit struct {
+	// Limit is the most attempts in flight at once. 0 or less means none.
+	Limit int
+
+	// Queue bounds how many attempts may wait for a slot: one that finds
+	// Queue waiting already stops at once with ErrNoSlot, so that a
+	// dependency that has slowed sheds load instead of building a backlog
+	// of waiting callers. 0 means no bound; a negative Queue means no wait
+	// at all: an attempt without a free slot stops at once.
+	Queue int
+
+	mu       sync.Mutex
+	inFlight int
+	waiters  []*slotWaiter // in arrival order; a waiter given a slot is removed
+	release  func(time.Duration, error)
+}
+
+// slotWaiter is one attempt waiting for a slot. ready is closed when it is
+// given one.
+type slotWaiter struct {
+	ready chan struct{}
+	given bool
+}
+
+// Acquire takes a slot, or waits for one; see [Concurrency].
+func (l *ConcurrencyLimit) Acquire(ctx context.Context, by time.Time) (func(time.Duration, error), error) {
+	l.mu.Lock()
+	if l.release == nil {
+		l.release = l.giveBack // once: the func every slot returns, without an allocation per slot
+	}
+	if l.inFlight < l.Limit && len(l.waiters) == 0 {
+		l.inFlight++
+		l.mu.Unlock()
+		return l.release, nil
+	}
+	if l.Limit <= 0 || l.Queue < 0 || (l.Queue > 0 && len(l.waiters) >= l.Queue) {
+		l.mu.Unlock()
+		return nil, ErrNoSlot
+	}
+	var stop <-chan time.Time
+	if !by.IsZero() {
+		d := time.Until(by)
+		if d <= 0 {
+			l.mu.Unlock()
+			return nil, ErrNoSlot
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		stop = t.C
+	}
+	w := &slotWaiter{ready: make(chan struct{})}
+	l.waiters = append(l.waiters, w)
+	l.mu.Unlock()
+
+	var err error
+	select {
+	case <-w.ready:
+		return l.release, nil
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	case <-stop:
+		err = ErrNoSlot
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.given {
+		// Given a slot as it gave up: pass it on.
+		l.inFlight--
+		l.handOn()
+		return nil, err
+	}
+	for i, o := range l.waiters {
+		if o == w {
+			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			break
+		}
+	}
+	return nil, err
+}
+
+// giveBack is the release of every slot.
+func (l *ConcurrencyLimit) giveBack(time.Duration, error) {
+	l.mu.Lock()
+	l.inFlight--
+	l.handOn()
+	l.mu.Unlock()
+}
+
+// handOn gives free slots to the longest waiters. l.mu is held.
+func (l *ConcurrencyLimit) handOn() {
+	for l.inFlight < l.Limit && len(l.waiters) > 0 {
+		w := l.waiters[0]
+		l.waiters[0] = nil
+		l.waiters = l.waiters[1:]
+		w.given = true
+		l.inFlight++
+		close(w.ready)
+	}
+}
+
+// InFlight returns the number of slots taken now.
+func (l *ConcurrencyLimit) InFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
+// Waiting returns the number of attempts waiting for a slot now.
+func (l *ConcurrencyLimit) Waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiters)
+}
