@@ -59,9 +59,9 @@ var ErrNoSlot = errors.New("retry: no concurrency slot")
 // ConcurrencyLimit is a [Concurrency] of a fixed number of slots in one
 // process, given out first come, first served.
 //
-// Set Limit, and Queue if wanted, before the first Acquire and do not change
+// Set Slots, and Queue if wanted, before the first Acquire and do not change
 // them after. The zero value has no slot: every attempt stops with
-// [ErrNoSlot] (a forgotten Limit fails closed, at once). A ConcurrencyLimit
+// [ErrNoSlot] (a forgotten Slots fails closed, at once). A ConcurrencyLimit
 // is safe for concurrent use by any number of goroutines, and must not be
 // copied after first use.
 //
@@ -70,8 +70,8 @@ var ErrNoSlot = errors.New("retry: no concurrency slot")
 // start in time (see [Concurrency]). A slot given back goes to the longest
 // waiter at once: a newcomer never takes it first.
 type ConcurrencyLimit struct {
-	// Limit is the most attempts in flight at once. 0 or less means none.
-	Limit int
+	// Slots is the most attempts in flight at once. 0 or less means none.
+	Slots int
 
 	// Queue bounds how many attempts may wait for a slot: one that finds
 	// Queue waiting already stops at once with ErrNoSlot, so that a
@@ -99,12 +99,12 @@ func (l *ConcurrencyLimit) Acquire(ctx context.Context, by time.Time) (func(time
 	if l.release == nil {
 		l.release = l.giveBack // once: the func every slot returns, without an allocation per slot
 	}
-	if l.inFlight < l.Limit && len(l.waiters) == 0 {
+	if l.inFlight < l.Slots && len(l.waiters) == 0 {
 		l.inFlight++
 		l.mu.Unlock()
 		return l.release, nil
 	}
-	if l.Limit <= 0 || l.Queue < 0 || (l.Queue > 0 && len(l.waiters) >= l.Queue) {
+	if l.Slots <= 0 || l.Queue < 0 || (l.Queue > 0 && len(l.waiters) >= l.Queue) {
 		l.mu.Unlock()
 		return nil, ErrNoSlot
 	}
@@ -159,7 +159,7 @@ func (l *ConcurrencyLimit) giveBack(time.Duration, error) {
 
 // handOn gives free slots to the longest waiters. l.mu is held.
 func (l *ConcurrencyLimit) handOn() {
-	for l.inFlight < l.Limit && len(l.waiters) > 0 {
+	for l.inFlight < l.Slots && len(l.waiters) > 0 {
 		w := l.waiters[0]
 		l.waiters[0] = nil
 		l.waiters = l.waiters[1:]
@@ -175,6 +175,9 @@ func (l *ConcurrencyLimit) InFlight() int {
 	defer l.mu.Unlock()
 	return l.inFlight
 }
+
+// Limit returns the most attempts in flight at once: Slots, or 0.
+func (l *ConcurrencyLimit) Limit() int { return max(l.Slots, 0) }
 
 // Waiting returns the number of attempts waiting for a slot now.
 func (l *ConcurrencyLimit) Waiting() int {
