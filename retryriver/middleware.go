@@ -35,6 +35,9 @@ import (
 // which discards it with every attempt's error; any other error is returned
 // to River and the job is scheduled at the time retry.Next gave.
 //
+// Before an attempt, a job that the policy's Concurrency or Breaker
+// refuses is snoozed, not failed (see the package documentation).
+//
 // The zero value runs jobs under the zero retry.Policy (the core's
 // defaults); [New] gives it a policy. A Middleware is safe for concurrent
 // use by all of a client's workers, and one Middleware belongs to one River
@@ -65,8 +68,9 @@ func WithDeadline(f func(job *rivertype.JobRow) time.Time) Option {
 }
 
 // New returns a Middleware that runs every job under p. p is copied; its
-// Budget and Limiter, if any, are shared by every job this client works, so
-// they apply to the attempts of one worker process. p.Observe, if set, is
+// Budget, Limiter, Concurrency and Breaker, if any, are shared by every job
+// this client works, so they apply to the attempts of one worker process
+// (unless one is shared by the fleet, or with other policies). p.Observe, if set, is
 // called on the worker goroutine with the job's context: after each attempt
 // (with Retry and Wait when a retry is scheduled; the wait is one value,
 // set by the server's delay when that is at least as long, else by the
@@ -156,13 +160,17 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 // Work runs one attempt of job under the policy; River calls it around the
 // worker. Before the attempt it marks the job's earlier attempts whose end
 // it never saw (see [MetadataOutcomeUnknown]), stops the job if its
-// deadline has come, paces the attempt with the policy's Limiter (waiting
-// on a timer that the job's context interrupts) and deposits in the Budget
-// once per job, at its first attempt; it bounds the attempt by
+// deadline has come, admits the attempt with [retry.Policy.Admit] (the
+// Limiter's turn, waited for on a timer that the job's context interrupts,
+// a Concurrency slot and the Breaker; a job they refuse is snoozed, see the
+// package documentation) and deposits in the Budget once per job, at its
+// first attempt; it bounds the attempt by
 // Policy.AttemptTimeout and the deadline; after a failed attempt it decides
 // as [Middleware] says, records the decision in the job's metadata, and
-// leaves the next attempt's time for [Middleware.NextRetry]. A panic in the
-// worker propagates to River unchanged, its attempt marked outcome-unknown.
+// leaves the next attempt's time for [Middleware.NextRetry]. The slot is
+// given back as soon as the worker returns. A panic in the worker gives it
+// back too, and propagates to River unchanged, its attempt marked
+// outcome-unknown.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	p := m.policy
 	st := readState(job.Metadata)
