@@ -231,3 +231,34 @@ func TestSlotWaitsAndBoundsResults(t *testing.T) {
 		"error.type=connection_reset,retry.outcome_unknown=false,retry.result=breaker_open": 1,
 	}, m.sums(t, "retry.calls"))
 }
+
+// Through the core's loop: a call that waits 2s for the one slot records
+// that wait, and one that finds the queue of waiters full stops with
+// no_slot.
+func TestSlotWaitThroughDo(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tl := newTelemetry(t)
+		limit := &retry.ConcurrencyLimit{Slots: 1, Queue: 1}
+		policy := tl.instrument(retry.Policy{Concurrency: limit})
+		ctx := t.Context()
+		release, err := limit.Acquire(ctx, time.Time{})
+		require.NoError(t, err)
+		waited := make(chan error)
+		go func() { waited <- retry.Do(ctx, func(context.Context) error { return nil }, policy) }()
+		synctest.Wait() // it waits for the slot; the queue is full
+		err = retry.Do(ctx, func(context.Context) error { return nil }, policy)
+		require.ErrorIs(t, err, retry.ErrNoSlot)
+		time.Sleep(2 * time.Second)
+		release(0, nil)
+		require.NoError(t, <-waited)
+
+		m := tl.collect(t)
+		assert.Equal(t, map[string]hist{"": {Count: 1, Sum: 2}}, m.histograms(t, "retry.slot.wait.duration"))
+		// No attempt was made: error.type is the reason's, a sentinel's type.
+		assert.Equal(t, map[string]int64{
+			"retry.result=success_first_attempt":                                              1,
+			"error.type=*errors.errorString,retry.outcome_unknown=false,retry.result=no_slot": 1,
+		}, m.sums(t, "retry.calls"))
+	})
+}
