@@ -60,6 +60,9 @@ func (e breakerOpen) Error() string {
 }
 func (e breakerOpen) Is(target error) bool { return target == ErrBreakerOpen }
 
+// ErrorType names the reason for OpenTelemetry's error.type.
+func (e breakerOpen) ErrorType() string { return "breaker_open" }
+
 // Until returns when the breaker may let an attempt through.
 func (e breakerOpen) Until() time.Time { return e.until }
 

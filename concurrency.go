@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +54,14 @@ type Concurrency interface {
 // ErrNoSlot means the attempt found no slot in the Policy's [Concurrency]
 // before the latest time it could start (the caller's deadline less
 // MinAttemptTime), or that the queue of attempts waiting for one was full.
-var ErrNoSlot = errors.New("retry: no concurrency slot")
+var ErrNoSlot error = noSlot{}
+
+type noSlot struct{}
+
+func (noSlot) Error() string { return "retry: no concurrency slot" }
+
+// ErrorType names the reason for OpenTelemetry's error.type.
+func (noSlot) ErrorType() string { return "no_slot" }
 
 // ConcurrencyLimit is a [Concurrency] of a fixed number of slots in one
 // process, given out first come, first served.

@@ -258,7 +258,7 @@ func TestSlotWaitThroughDo(t *testing.T) {
 		// No attempt was made: error.type is the reason's, a sentinel's type.
 		assert.Equal(t, map[string]int64{
 			"retry.result=success_first_attempt":                                              1,
-			"error.type=*errors.errorString,retry.outcome_unknown=false,retry.result=no_slot": 1,
+			"error.type=no_slot,retry.outcome_unknown=false,retry.result=no_slot": 1,
 		}, m.sums(t, "retry.calls"))
 	})
 }
