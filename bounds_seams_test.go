@@ -22,9 +22,9 @@ import (
 // ledger wraps the bounds of a Policy and counts what the loop takes and
 // gives back, each release and done checked to come exactly once.
 type ledger struct {
-	slots    retry.ConcurrencyLimit
-	breaker  retry.CircuitBreaker
-	lim      retry.Limiter
+	slots                             retry.ConcurrencyLimit
+	breaker                           retry.CircuitBreaker
+	lim                               retry.Limiter
 	acquired, released, twiceReleased atomic.Int64
 	allowed, told, twiceTold          atomic.Int64
 	reserved, cancelled               atomic.Int64

@@ -257,7 +257,7 @@ func TestSlotWaitThroughDo(t *testing.T) {
 		assert.Equal(t, map[string]hist{"": {Count: 1, Sum: 2}}, m.histograms(t, "retry.slot.wait.duration"))
 		// No attempt was made: error.type is the reason's, a sentinel's type.
 		assert.Equal(t, map[string]int64{
-			"retry.result=success_first_attempt":                                              1,
+			"retry.result=success_first_attempt":                                  1,
 			"error.type=no_slot,retry.outcome_unknown=false,retry.result=no_slot": 1,
 		}, m.sums(t, "retry.calls"))
 	})
