@@ -69,9 +69,10 @@ type SlotStore interface {
 // lease whose drop fails runs out on its own, no later than a lease from
 // its last renewal.
 //
-// An attempt that finds no slot free waits: within a process, one Acquire
-// at a time asks the store (the others wait in turn behind it, so that a
-// process asks no more often with many waiting than with one), again after
+// Acquires ask the store side by side while it has room. An attempt that
+// finds no slot free waits: within a process, one Acquire at a time then
+// asks the store (the others wait in turn behind it, so that a process asks
+// no more often with many waiting than with one), again after
 // a pause that starts at 5ms and doubles up to 50ms, less a random part of
 // up to half, and at once when a slot of its own process is released. So
 // slots are not given out in arrival order across the fleet: a freed slot
@@ -120,7 +121,8 @@ type Concurrency struct {
 	renewing  chan struct{}       // closed to stop the renewing goroutine; nil when none runs
 	downUntil time.Time           // while the store is left alone
 	downErr   error
-	fails     int // failed round trips in a row
+	fails     int  // failed round trips in a row
+	full      bool // the store had no room at its last answer: Acquires wait in turn
 }
 
 const (
@@ -273,6 +275,25 @@ func (c *Concurrency) acquire(ctx context.Context, stop <-chan time.Time) (func(
 			continue
 		}
 		if !haveTurn {
+			c.mu.Lock()
+			full := c.full
+			c.mu.Unlock()
+			if !full {
+				// The store had room at its last answer: ask at once, beside
+				// this process's other Acquires.
+				id, ok, err, gaveUp := c.ask(ctx, stop)
+				switch {
+				case gaveUp != nil:
+					return nil, gaveUp
+				case err != nil:
+					c.failed(err)
+				case ok:
+					return c.holding(id), nil
+				default:
+					c.answered(false)
+				}
+				continue
+			}
 			if !c.tryTurn() {
 				select {
 				case c.turn <- struct{}{}:
@@ -295,7 +316,7 @@ func (c *Concurrency) acquire(ctx context.Context, stop <-chan time.Time) (func(
 		case ok:
 			return c.holding(id), nil
 		}
-		c.answered()
+		c.answered(false)
 		// The fleet's slots are all taken: ask again after a pause, or at
 		// once when one of this process's comes free.
 		if err := w.sleep(ctx, stop, c.kick, poll/2+time.Duration(randv2.Int64N(int64(poll/2)+1))); err != nil {
@@ -356,10 +377,11 @@ func (c *Concurrency) ask(ctx context.Context, stop <-chan time.Time) (id string
 	return id, false, err, gaveUp
 }
 
-// answered records that the store answered: it is well.
-func (c *Concurrency) answered() {
+// answered records that the store answered, with room for a lease or
+// without: it is well.
+func (c *Concurrency) answered(room bool) {
 	c.mu.Lock()
-	c.fails = 0
+	c.fails, c.full = 0, !room
 	c.mu.Unlock()
 }
 
@@ -394,7 +416,7 @@ func (c *Concurrency) unavailable() (release func(time.Duration, error), err err
 // so it is well. It starts the renewing goroutine if none runs.
 func (c *Concurrency) holding(id string) func(time.Duration, error) {
 	c.mu.Lock()
-	c.fails = 0
+	c.fails, c.full = 0, false
 	c.held[id] = struct{}{}
 	if c.renewing == nil {
 		c.renewing = make(chan struct{})
