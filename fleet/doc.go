@@ -15,6 +15,17 @@
 // This package holds what the stores share: the booking algorithm, the
 // batching, the timeout and what happens when the store is slow or down.
 //
+// A [Concurrency] bounds the attempts in flight at once across the fleet,
+// where a Limiter bounds how many start a second: each attempt holds a
+// lease in a [SlotStore] while it runs, renewed in the background, so that
+// the slots of a process that dies come back within a lease:
+//
+//	slots, err := retryredis.NewConcurrency(client, "provider", 50, 10*time.Second, nil)
+//	if err != nil {
+//		return err // an empty name, a limit below 1, a lease below 1ms
+//	}
+//	policy := retry.Policy{Limiter: lim, Concurrency: slots}
+//
 // # The schedule
 //
 // A store keeps one time per limit, the end of its schedule (GCRA's

@@ -14,9 +14,11 @@ import (
 	"github.com/seed93a044d1/retry"
 )
 
-// Options tune a [Limiter]. The zero value (or a nil *Options) is the
-// default: a round trip to the store may take 100ms, batches cover at most
-// 50ms of the rate, and a store that is slow or down fails closed.
+// Options tune a [Limiter] or a [Concurrency]. The zero value (or a nil
+// *Options) is the default: a round trip to the store may take 100ms,
+// batches cover at most 50ms of the rate, and a store that is slow or down
+// fails closed. For a Concurrency, Fallback is a share of its limit (see
+// [Concurrency]) and Horizon does not apply.
 type Options struct {
 	// Timeout bounds each round trip to the store; a booking never waits
 	// longer than that, nor past its caller's deadline. A store that has not

@@ -126,4 +126,17 @@
 // cockroach_restart, ROLLBACK TO it on 40001, RELEASE it before COMMIT),
 // which PostgreSQL does not have: on CockroachDB it retries from BEGIN,
 // which CockroachDB also accepts.
+//
+// # Limits shared by a fleet
+//
+// [NewLimiter] shares one rate limit between the processes that use the
+// same database, and [NewConcurrency] one concurrency limit, its slots
+// leases in a table that run out a lease after a process dies: see the
+// fleet package.
+//
+//	slots, err := retrypg.NewConcurrency(pool, "provider", 50, 10*time.Second, nil)
+//	if err != nil {
+//		return err
+//	}
+//	policy := retry.Policy{Concurrency: slots}
 package retrypg

@@ -124,13 +124,17 @@ func spanOf(n int, interval time.Duration) int64 {
 	return int64(n) * int64(interval)
 }
 
-// create creates the table. Processes that create it at the same time can
-// make all but one fail with a unique violation on the catalog
-// (PostgreSQL's IF NOT EXISTS checks before it inserts), or with "type
-// retry_limiter already exists" (42710, the table's row type), which means
-// it now exists.
 func (s *store) create(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, LimiterSchema)
+	return createTable(ctx, s.pool, LimiterSchema)
+}
+
+// createTable creates a table by its CREATE TABLE IF NOT EXISTS. Processes
+// that create it at the same time can make all but one fail with a unique
+// violation on the catalog (PostgreSQL's IF NOT EXISTS checks before it
+// inserts), or with "type ... already exists" (42710, the table's row
+// type), which means it now exists.
+func createTable(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	_, err := pool.Exec(ctx, schema)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710") {
 		return nil

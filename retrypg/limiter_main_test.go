@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
@@ -19,9 +20,9 @@ import (
 	"github.com/seed93a044d1/retry/fleet/fleettest"
 )
 
-// TestMain lets the test binary be a worker of a fleettest.Drill: a process
-// of the fleet, with its own Limiter on the database RETRY_POSTGRES_URL
-// names.
+// TestMain lets the test binary be a worker of a fleettest.Drill or
+// SlotDrill: a process of the fleet, with its own Limiter or Concurrency on
+// the database RETRY_POSTGRES_URL names.
 func TestMain(m *testing.M) {
 	if d, ok := fleettest.Worker(); ok {
 		pool, err := pgxpool.New(context.Background(), os.Getenv("RETRY_POSTGRES_URL"))
@@ -35,6 +36,19 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		d.Work(lim)
+	}
+	if d, ok := fleettest.SlotWorker(); ok {
+		pool, err := pgxpool.New(context.Background(), os.Getenv("RETRY_POSTGRES_URL"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		c, err := NewConcurrency(pool, d.Name, d.Limit, d.Lease, &fleet.Options{Timeout: time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		d.Work(c)
 	}
 	os.Exit(m.Run())
 }

@@ -10,6 +10,17 @@
 //	}
 //	policy := retry.Policy{Limiter: lim}
 //
-// The booking, the batching and what happens when Redis is slow or down
-// are the fleet package's; this package is one Lua script on one key.
+// [NewConcurrency] shares one concurrency limit the same way: at most limit
+// attempts in flight at once across the processes, each slot a lease in a
+// sorted set that runs out a lease after a process dies:
+//
+//	slots, err := retryredis.NewConcurrency(rdb, "provider", 50, 10*time.Second, nil)
+//	if err != nil {
+//		return err
+//	}
+//	policy = retry.Policy{Limiter: lim, Concurrency: slots}
+//
+// The booking, the leases, the waits and what happens when Redis is slow or
+// down are the fleet package's; this package is a few Lua scripts, one key
+// per limit.
 package retryredis

@@ -38,21 +38,8 @@ import (
 // name (callers who forgot it would share one limit), and for what
 // [fleet.New] refuses: a rate or burst that admits nothing, or bad options.
 func NewLimiter(client redis.Scripter, name string, r rate.Limit, burst int, opts *fleet.Options) (*fleet.Limiter, error) {
-	switch c := client.(type) {
-	case nil:
-		return nil, errors.New("retryredis: NewLimiter: client is nil")
-	case *redis.Client:
-		if c == nil {
-			return nil, errors.New("retryredis: NewLimiter: client is nil")
-		}
-	case *redis.ClusterClient:
-		if c == nil {
-			return nil, errors.New("retryredis: NewLimiter: client is nil")
-		}
-	case *redis.Ring:
-		if c == nil {
-			return nil, errors.New("retryredis: NewLimiter: client is nil")
-		}
+	if err := checkClient("NewLimiter", client); err != nil {
+		return nil, err
 	}
 	if name == "" {
 		return nil, errors.New("retryredis: NewLimiter: the limit's name is empty: each limit needs a name of its own")

@@ -19,8 +19,9 @@ import (
 	"github.com/seed93a044d1/retry/fleet/fleettest"
 )
 
-// TestMain lets the test binary be a worker of a fleettest.Drill: a process
-// of the fleet, with its own Limiter on the Redis that RETRY_REDIS_URL names.
+// TestMain lets the test binary be a worker of a fleettest.Drill or
+// SlotDrill: a process of the fleet, with its own Limiter or Concurrency on
+// the Redis that RETRY_REDIS_URL names.
 func TestMain(m *testing.M) {
 	if d, ok := fleettest.Worker(); ok {
 		opt, err := redis.ParseURL(os.Getenv("RETRY_REDIS_URL"))
@@ -34,6 +35,19 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		d.Work(lim)
+	}
+	if d, ok := fleettest.SlotWorker(); ok {
+		opt, err := redis.ParseURL(os.Getenv("RETRY_REDIS_URL"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		c, err := NewConcurrency(redis.NewClient(opt), d.Name, d.Limit, d.Lease, &fleet.Options{Timeout: time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		d.Work(c)
 	}
 	os.Exit(m.Run())
 }

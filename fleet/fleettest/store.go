@@ -1,7 +1,10 @@
 // Package fleettest checks a [fleet.Store] against a real server: the rules
 // of the schedule ([TestStore]), and several real processes sharing one
-// limit through it ([Drill]). The stores of retrypg and retryredis are
-// tested with it; a store of your own can be too.
+// limit through it ([Drill]); and a [fleet.SlotStore] the same way: the
+// rules of its leases ([TestSlotStore]), and real processes sharing one
+// concurrency limit, one of them killed while it holds slots
+// ([SlotDrill]). The stores of retrypg and retryredis are tested with it; a
+// store of your own can be too.
 package fleettest
 
 import (
