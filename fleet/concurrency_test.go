@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -488,4 +489,49 @@ func ExampleConcurrency() {
 	// Output:
 	// A: <nil>
 	// B: retry: no concurrency slot
+}
+
+// Through the loop: calls of three processes that retry and hedge share a
+// fleet limit of 3 slots, never hold more attempts in flight at once, and
+// leave no lease behind.
+func TestConcurrencyThroughDo(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &memSlots{latency: 300 * time.Microsecond}
+		var inFlight, most, attempts atomic.Int64
+		var wg sync.WaitGroup
+		for range 3 {
+			p := retry.Policy{
+				Concurrency: newConcurrency(t, store, 3, time.Second, nil),
+				Backoff:     retry.Constant(2 * time.Millisecond),
+				Hedge:       retry.Constant(4 * time.Millisecond),
+			}
+			for i := range 8 {
+				wg.Go(func() {
+					var n atomic.Int64
+					_ = retry.Do(t.Context(), func(ctx context.Context) error {
+						k := inFlight.Add(1)
+						defer inFlight.Add(-1)
+						for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
+						}
+						attempts.Add(1)
+						select {
+						case <-time.After(time.Duration(1+i) * time.Millisecond):
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+						if n.Add(1) == 1 {
+							return syscall.ECONNRESET
+						}
+						return nil
+					}, p)
+				})
+			}
+		}
+		wg.Wait()
+		time.Sleep(time.Second) // the releases, made in the background
+		assert.LessOrEqual(t, most.Load(), int64(3), "attempts in flight at once across the fleet")
+		assert.GreaterOrEqual(t, attempts.Load(), int64(48), "every call failed once and then succeeded")
+		assert.Zero(t, store.live(), "every lease released")
+	})
 }
