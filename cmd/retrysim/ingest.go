@@ -250,7 +250,7 @@ type ingestParagraph struct{ lead, text string }
 // ingestLessonSet is what the ingestion study shows, in plain words built
 // from the runs' numbers, and the charts' subtitles.
 type ingestLessonSet struct {
-	paragraphs                            []ingestParagraph
+	paragraphs                           []ingestParagraph
 	held, stored, sweep, halves, doubles string
 }
 
