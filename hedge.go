@@ -55,6 +55,7 @@ type flightAttempt struct {
 	hedge   bool
 	ctx     *cutCtx
 	timeout context.CancelFunc // ends the attempt's AttemptTimeout context; nil without one
+	b       bounds             // its slot and breaker's leave, given back as it lands
 }
 
 // attemptEnd is how an attempt ended.
@@ -94,6 +95,7 @@ func newHedged(fn func(context.Context) error, c *callState) *hedgedCall {
 // its own that the call can cut, and returns it.
 func (h *hedgedCall) startFlight(n int, now time.Time, hedge bool) flightAttempt {
 	f := h.newFlight(n, now, hedge)
+	f.b, h.c.b = h.c.b, bounds{} // what the scheduler took for it
 	h.mu.Lock()
 	h.flights = append(h.flights, f)
 	h.mu.Unlock()
@@ -146,6 +148,7 @@ func (f flightAttempt) releaseFlight(won bool) {
 func (h *hedgedCall) runInline(n int, now time.Time) (err error, handed bool) {
 	c := &h.c
 	f := h.newFlight(n, now, false)
+	f.b, c.b = c.b, bounds{} // the coordinator gives them back if it judges this attempt
 	// The coordinator reads the call's state once the timer fires: the lock
 	// orders what is written here before it.
 	h.mu.Lock()
@@ -175,6 +178,7 @@ func (h *hedgedCall) runInline(n int, now time.Time) (err error, handed bool) {
 	}
 	h.flights = h.flights[:0] // no hedge came due: this was the only attempt in flight, and no other goroutine runs
 	f.releaseFlight(err == nil)
+	c.b = f.b // runCall gives them back once it has judged the end
 	return err, false
 }
 
@@ -190,6 +194,7 @@ func (h *hedgedCall) inlinePanicked(n int, armed bool) {
 	}
 	f := h.takeFlight(n)
 	f.releaseFlight(false)
+	f.b.settle(f.began, time.Now(), errNoNews)
 }
 
 // handOver gives the end of the caller's attempt to the coordinator.
@@ -378,6 +383,7 @@ func (h *hedgedCall) landFlight(l attemptEnd) bool {
 	if l.panicked {
 		c.h.inFlight--
 		f.releaseFlight(false)
+		f.b.settle(f.began, l.end, errNoNews)
 		h.result.panicked, h.result.panicVal = true, l.panicVal
 		h.finishHedged(time.Now(), nil, 0)
 		return true
@@ -388,6 +394,7 @@ func (h *hedgedCall) landFlight(l attemptEnd) bool {
 		}
 	}
 	v := c.landAttempt(l.n, f.began, l.end, time.Now(), f.hedge, l.err)
+	f.b.settle(f.began, l.end, health(l.err, c.counts))
 	won := l.err == nil && v.done && v.reason == nil
 	f.releaseFlight(won)
 	h.wonByHedge = won && f.hedge // read by the caller's goroutine once the Done event is queued
@@ -432,6 +439,7 @@ func (h *hedgedCall) finishHedged(now time.Time, reason error, winner int) {
 		l := <-h.landings
 		f := h.takeFlight(l.n)
 		f.releaseFlight(false)
+		f.b.settle(f.began, l.end, lostNews(l))
 		if l.end.After(now) {
 			now = l.end // the call ends as Do returns, once every loser has
 		}
@@ -455,4 +463,16 @@ func (h *hedgedCall) finishHedged(now time.Time, reason error, winner int) {
 		}
 	}
 	close(h.done)
+}
+
+// lostNews is the news of an attempt that the call cut as it ended, for its
+// bounds: a success is one, and anything else, cut, says nothing.
+func lostNews(l attemptEnd) error {
+	switch {
+	case l.panicked:
+		return errNoNews
+	case l.err == nil:
+		return nil
+	}
+	return noNews{l.err}
 }

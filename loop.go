@@ -54,6 +54,8 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 			if err, handed = h.runInline(n, now); handed {
 				return h.await()
 			}
+		case c.b.held():
+			err = c.boundAttempt(fctx, num, n, now, fn)
 		case p.AttemptTimeout > 0:
 			if num != nil {
 				num.n.Store(int64(n))
@@ -74,6 +76,10 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 			}
 		}
 		if err == nil {
+			if c.b.held() {
+				now = time.Now()
+				c.b.settle(began, now, nil)
+			}
 			if c.observe == nil {
 				return n, nil
 			}
@@ -89,13 +95,16 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 			// ever, with no call to make when nothing but the wait follows
 			// the decision.
 			s, _, unknown, reason := c.judgeFailure(err, now)
+			if c.b.held() {
+				c.b.settle(began, now, health(err, c.counts))
+			}
 			if reason != nil {
 				c.observeAttempt(n, began, now, c.last, unknown, retryStep{server: s.server}, false)
 				return c.endCall(now, reason)
 			}
 			c.prev = s.wait
 			at = now.Add(s.wait)
-			if p.Limiter != nil || p.Budget != nil || c.observe != nil {
+			if p.Limiter != nil || p.Budget != nil || c.observe != nil || p.Breaker != nil {
 				v := c.admitRetry(n, began, now, false, unknown, s, now, at)
 				if v.done {
 					return c.endCall(v.at, v.reason)
@@ -104,6 +113,9 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 			}
 		} else {
 			v := c.landAttempt(n, began, now, now, false, err)
+			if c.b.held() {
+				c.b.settle(began, now, health(err, c.counts))
+			}
 			if v.done {
 				return c.endCall(v.at, v.reason)
 			}
@@ -116,7 +128,8 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 		// checked on it; with any of them, it reads the clock again, so
 		// that their time is not charged to the next attempt.
 		after := now
-		if c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil {
+		bounded := p.Concurrency != nil || p.Breaker != nil
+		if c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil || bounded {
 			after = time.Time{}
 		} else if !at.After(now) {
 			if reason := readyToStart(ctx, p, now, c.deadline); reason != nil {
@@ -128,7 +141,34 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 		if now, reason = c.waitForNext(&r, at, after); reason != nil {
 			return c.endCall(now, reason)
 		}
+		if bounded {
+			if now, reason = c.takeBounds(&r, now, false); reason != nil {
+				return c.endCall(now, reason)
+			}
+		}
 	}
+}
+
+// boundAttempt runs attempt n, which starts at now, for a call whose attempt
+// holds a slot or a breaker's leave (c.b), and gives them back if fn
+// panics; otherwise the caller gives them back once it has judged the end.
+func (c *callState) boundAttempt(ctx context.Context, num *numberedCtx, n int, now time.Time, fn func(context.Context) error) (err error) {
+	if num != nil {
+		num.n.Store(int64(n))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.b.settle(now, time.Now(), errNoNews)
+		}
+	}()
+	if c.p.AttemptTimeout > 0 {
+		err = attemptWithTimeout(ctx, now, c.p.AttemptTimeout, c.deadline, fn)
+	} else {
+		err = fn(ctx)
+	}
+	ok = true
+	return err
 }
 
 // attemptWithTimeout runs fn once, on a context bounded by timeout. The cancel is

@@ -85,7 +85,8 @@ type Event struct {
 	// WaitedFor says what set the wait that Waited measures, as WaitSetBy
 	// says it for Wait when that wait was decided: "backoff", "server" or
 	// "limiter" (the Limiter's wait before a first attempt is "limiter");
-	// "" when Waited is 0.
+	// "slot" when the wait for a Concurrency slot was the longest part of
+	// it; "" when Waited is 0.
 	WaitedFor string
 }
 
@@ -95,9 +96,10 @@ const (
 	waitByBackoff
 	waitByServer
 	waitByLimiter
+	waitBySlot
 )
 
-var waitByNames = [...]string{"", "backoff", "server", "limiter"}
+var waitByNames = [...]string{"", "backoff", "server", "limiter", "slot"}
 
 // WaitSetBy says what set Wait: "server" when the server's requested delay
 // (Retry-After) was the longest part, "limiter" when the limiter made the

@@ -180,10 +180,8 @@ func Next(p Policy, attempt int, prev time.Duration, err error, now, deadline ti
 // ctx when ctx ended (its booking given back), or the Limiter's error. With
 // no Limiter it only checks ctx and MinAttemptTime.
 //
-// With [Next], it is the loop for a worker that runs one attempt at a time
-// and persists the next attempt's time instead of sleeping (retryriver): Pace
-// before the attempt, Next after it. Budget deposits and withdrawals stay the
-// worker's.
+// Pace takes no Concurrency slot and does not ask the Breaker: a worker
+// whose Policy may have them uses [Policy.Admit], which does all three.
 func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -202,4 +200,74 @@ func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
 		c.timer.Stop()
 	}
 	return err
+}
+
+// Admit readies one attempt made outside [Do], as Do readies each of its
+// own: it waits for p's Limiter as [Policy.Pace] does, then takes a slot of
+// p's Concurrency and asks p's Breaker, in that order, each bounded by ctx
+// and by deadline (zero for none) less MinAttemptTime. It returns done, to
+// be called once the attempt has ended, with its error (nil for a
+// success): done gives the slot back and tells the Breaker, judging err
+// with p's Classifier as Do would; calls after the first do nothing, and
+// done must not be called from two goroutines at once. Call it however the
+// attempt ends, a panic included (defer it), or the slot is lost.
+//
+// Or Admit returns why the attempt may not start, with everything it took
+// given back: the cause of ctx when ctx ended, [ErrNoTimeLeft], [ErrNoSlot],
+// a reason that Is [ErrBreakerOpen] (with a method Until() time.Time that
+// says when the breaker may let an attempt through: the time to schedule
+// the work for), or the Limiter's or the Concurrency's own error.
+//
+// With [Next], it is the loop for a worker that runs one attempt at a time
+// and persists the next attempt's time instead of sleeping (retryriver):
+// Admit before the attempt, Next after it. Budget deposits and withdrawals
+// stay the worker's.
+func (p Policy) Admit(ctx context.Context, deadline time.Time) (done func(err error), reason error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c := callState{ctx: ctx, p: p, deadline: deadline}
+	defer func() {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}()
+	now := time.Now()
+	if p.Breaker != nil {
+		if u := p.Breaker.Until(now); !u.IsZero() {
+			return nil, breakerOpen{u}
+		}
+	}
+	var r Reservation
+	if p.Limiter != nil {
+		var at, booked time.Time
+		var err error
+		if r, at, booked, err = bookAttempt(ctx, &p, now, deadline); err != nil {
+			return nil, err
+		}
+		if now, err = c.waitForNext(&r, at, booked); err != nil {
+			return nil, err
+		}
+	} else if err := readyToStart(ctx, &p, now, deadline); err != nil {
+		return nil, err
+	}
+	if p.Concurrency != nil || p.Breaker != nil {
+		var err error
+		if now, err = c.takeBounds(&r, now, false); err != nil {
+			return nil, err
+		}
+	}
+	b, began, classifier := c.b, now, p.Classifier
+	return func(err error) {
+		if !b.held() {
+			return
+		}
+		end := time.Now()
+		counts := false
+		if err != nil && !passed(ctx, end) {
+			f := inspect(err)
+			counts = classify(classifier, err, &f) == nil || f.refused
+		}
+		b.settle(began, end, health(err, counts))
+	}, nil
 }

@@ -960,6 +960,32 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	b.Run("success-concurrency", func(b *testing.B) {
+		// A first-try success holding a slot of a fixed limit: Acquire, the
+		// clock read after it, and the release.
+		fn := func(context.Context) error { return nil }
+		p := policy
+		p.Concurrency = &retry.ConcurrencyLimit{Slots: 64}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := retry.Do(ctx, fn, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("success-breaker", func(b *testing.B) {
+		// A first-try success through a closed CircuitBreaker: Allow, and the
+		// done that counts the success.
+		fn := func(context.Context) error { return nil }
+		p := policy
+		p.Breaker = &retry.CircuitBreaker{}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := retry.Do(ctx, fn, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("success-value", func(b *testing.B) {
 		fn := func(context.Context) (int, error) { return 1, nil }
 		b.ReportAllocs()

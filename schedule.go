@@ -43,6 +43,9 @@ type callState struct {
 	waitFrom time.Time
 	waitBy   uint8
 
+	b      bounds // what the attempt on the caller's goroutine holds of the bounds on load
+	counts bool   // the last failure judged counts against the dependency's health (see health)
+
 	h *hedgePlan // hedging's part of the schedule; nil when the call does not hedge
 }
 
@@ -95,9 +98,18 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 	c.start = start
 	c.deadline, _ = ctx.Deadline()
 	now = start
+	bounded := p.Concurrency != nil || p.Breaker != nil
+	if bounded && p.Breaker != nil && (p.Limiter != nil || p.Concurrency != nil) {
+		// An open breaker stops the call before it books or waits.
+		if u := p.Breaker.Until(now); !u.IsZero() {
+			return now, c.stopCall(now, breakerOpen{u})
+		}
+	}
+	var r Reservation
 	if p.Limiter != nil {
 		c.waitFrom, c.waitBy = start, waitByLimiter
-		r, at, booked, reason := bookAttempt(ctx, p, now, c.deadline)
+		at, booked, reason := now, now, error(nil)
+		r, at, booked, reason = bookAttempt(ctx, p, now, c.deadline)
 		if reason == nil {
 			now, reason = c.waitForNext(&r, at, booked)
 		}
@@ -113,8 +125,74 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 			return now, c.stopCall(now, ErrNoTimeLeft)
 		}
 	}
+	if bounded {
+		var reason error
+		if now, reason = c.takeBounds(&r, now, false); reason != nil {
+			return now, c.stopCall(now, reason)
+		}
+	}
 	if p.Budget != nil {
 		p.Budget.Deposit(now)
+	}
+	return now, nil
+}
+
+// takeBounds takes what the Policy's bounds on load ask of the attempt
+// about to start at now, booked as r when the Policy has a Limiter: a
+// Concurrency slot first, then the Breaker's leave, into c.b. It returns
+// the time the attempt starts, or the reason it does not, with everything
+// it took, r included, given back. A wait for a slot that makes r too late
+// (see waitForNext) books again and waits for that booking, holding the
+// slot. A hedge (try) takes only a slot that is free at once, and never
+// waits.
+func (c *callState) takeBounds(r *Reservation, now time.Time, try bool) (time.Time, error) {
+	p := &c.p
+	if p.Concurrency != nil {
+		by := now
+		if !try {
+			if by = c.deadline; !by.IsZero() {
+				by = by.Add(-max(p.MinAttemptTime, 0))
+			}
+			if c.observe != nil && c.waitFrom.IsZero() {
+				c.waitFrom, c.waitBy = now, waitBySlot
+			}
+		}
+		release, err := p.Concurrency.Acquire(c.ctx, by)
+		t := time.Now()
+		if err != nil || release == nil {
+			unbook(p, r)
+			if passed(c.ctx, t) {
+				err = stopCause(c.ctx)
+			} else if err == nil {
+				err = ErrNoSlot // a Concurrency that gave neither a slot nor a reason
+			}
+			return t, err
+		}
+		c.b.release = release
+		if !try {
+			if c.observe != nil && t.Sub(now) > now.Sub(c.waitFrom) {
+				c.waitBy = waitBySlot // the wait for the slot was the longest part
+			}
+			if p.Limiter != nil && tooLate(r, t) {
+				if t, err = c.waitForNext(r, t, t); err != nil {
+					c.b.settle(t, t, errNoNews)
+					return t, err
+				}
+			}
+		}
+		now = t
+	}
+	if p.Breaker != nil {
+		done, until := p.Breaker.Allow(now)
+		if done == nil {
+			c.b.settle(now, now, errNoNews)
+			unbook(p, r)
+			if until.Before(now) {
+				until = now // a Breaker that refused without saying until when
+			}
+			return now, breakerOpen{until}
+		}
+		c.b.done = done
 	}
 	return now, nil
 }
@@ -164,9 +242,13 @@ func (c *callState) judgeFailure(err error, now time.Time) (s retryStep, refused
 	unknown = f.outcomeUnknown()
 	c.unknown = c.unknown || unknown
 	if passed(c.ctx, now) {
+		c.counts = false // the caller gave up: no news of the dependency
 		return s, false, unknown, stopCause(c.ctx)
 	}
 	s, reason = decideNext(&c.p, c.attempts, c.prev, err, &f, now, c.deadline, c.draw())
+	// A failure the classifier would retry counts against the dependency,
+	// whatever else stops the call after it.
+	c.counts = reason == nil || f.refused || reason == ErrExhausted || reason == ErrServerDelay || reason == ErrNoTimeLeft
 	return s, f.refused, unknown, reason
 }
 
@@ -254,6 +336,14 @@ func (c *callState) landAttempt(n int, began, end, now time.Time, hedge bool, er
 // it. Observe then learns what follows the attempt.
 func (c *callState) admitRetry(n int, began, end time.Time, hedge, unknown bool, s retryStep, now, at time.Time) verdict {
 	p := &c.p
+	if p.Breaker != nil {
+		// A retry the breaker would refuse stops the call now, not after
+		// its wait.
+		if u := p.Breaker.Until(at); !u.IsZero() {
+			c.observeAttempt(n, began, end, c.last, unknown, retryStep{server: s.server}, hedge)
+			return verdict{done: true, reason: breakerOpen{u}, at: now}
+		}
+	}
 	var r Reservation
 	if p.Limiter != nil {
 		// A token freed during the wait needs no second wait: the booking
@@ -355,6 +445,12 @@ func (c *callState) fireNext(now time.Time) (firing, error) {
 				return fireLater, nil
 			}
 		}
+		if p.Concurrency != nil || p.Breaker != nil {
+			if _, reason := c.takeBounds(&h.booking, now, false); reason != nil {
+				h.booked = false // given back
+				return fireStop, reason
+			}
+		}
 		h.booked = false
 		h.next = time.Time{}
 		return fireRetry, nil
@@ -402,7 +498,19 @@ func (c *callState) hedgeBooked(gen uint64, r Reservation, at time.Time, err err
 // MinAttemptTime before the deadline, and the Budget grants it.
 func (c *callState) admitHedge(now time.Time) (firing, error) {
 	h, p := c.h, &c.p
-	if !fits(now, 0, p.MinAttemptTime, c.deadline) || (p.Budget != nil && !p.Budget.Withdraw(now)) {
+	if !fits(now, 0, p.MinAttemptTime, c.deadline) {
+		c.stopHedging()
+		return fireLater, nil
+	}
+	if p.Concurrency != nil || p.Breaker != nil {
+		if _, reason := c.takeBounds(&h.booking, now, true); reason != nil {
+			h.booked = false // given back
+			c.stopHedging()
+			return fireLater, nil
+		}
+	}
+	if p.Budget != nil && !p.Budget.Withdraw(now) {
+		c.b.settle(now, now, errNoNews)
 		c.stopHedging()
 		return fireLater, nil
 	}
