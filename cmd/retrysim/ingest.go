@@ -8,14 +8,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/seed93a044d1/retry/adaptive"
 	"github.com/seed93a044d1/retry/internal/sim/ingest"
 	"github.com/seed93a044d1/retry/internal/svg"
 )
 
-// newAdaptive returns a fresh adaptive concurrency limit for the ingestion
-// study's adaptive variants; nil until package adaptive has one, and then
-// the study leaves those rows out and says so.
-var newAdaptive func() ingest.Slots
+// newAdaptive returns a fresh adaptive concurrency limit, told nothing,
+// for the ingestion study's adaptive variants.
+func newAdaptive() ingest.Slots { return &adaptive.Concurrency{} }
 
 // ingestRuns is the ingestion study's runs.
 type ingestRuns struct {
@@ -28,14 +28,9 @@ type ingestRuns struct {
 	halves, doubles []ingest.Result
 }
 
-// ingestNames returns the variants the study runs: the adaptive ones only
-// once package adaptive has the limit.
+// ingestNames returns the variants the study runs.
 func ingestNames() []string {
-	names := []string{ingest.Names.None, ingest.Names.Rate, ingest.Names.Fixed}
-	if newAdaptive != nil {
-		names = append(names, ingest.Names.Adaptive, ingest.Names.AdaptiveBreaker)
-	}
-	return names
+	return []string{ingest.Names.None, ingest.Names.Rate, ingest.Names.Fixed, ingest.Names.Adaptive, ingest.Names.AdaptiveBreaker}
 }
 
 // runIngest runs the sweep, then the variants under the three storages,
@@ -97,9 +92,6 @@ func ingestStudy(c config, stdout, stderr io.Writer) ([]string, error) {
 	}
 	for _, v := range runs.configs {
 		writeWrapped(stdout, fmt.Sprintf("  %-*s  ", width, v.Name), v.Change, 114)
-	}
-	if newAdaptive == nil {
-		fmt.Fprintf(stdout, "  (the adaptive limit's rows wait for adaptive.Concurrency, which package adaptive does not have yet)\n")
 	}
 
 	fmt.Fprintf(stdout, "\nFixed limits, swept (C = %d)\n", st.Slots)

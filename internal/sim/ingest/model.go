@@ -69,14 +69,22 @@ func (s Storage) SlotsAt(t time.Duration) int {
 // that says how many slots it has and how many are taken, and whose
 // Acquire, while one is free and nobody waits, returns at once without
 // reading the clock. The model keeps the waiting attempts in its own first
-// come, first served queue, in virtual time, and asks Acquire only for an
-// attempt that will find a slot; release, given the attempt's virtual
-// duration, is the Concurrency's own. retry.ConcurrencyLimit is one.
+// come, first served queue, in virtual time, and asks for a slot only for
+// the attempt at its head: through TryAcquire when the Slots has one
+// (adaptive.Concurrency, whose limit may admit fewer than Limit while it
+// measures), otherwise through Acquire once InFlight is below Limit
+// (retry.ConcurrencyLimit). The release, given the attempt's virtual
+// duration, is the Concurrency's own, and what it learns from.
 type Slots interface {
 	retry.Concurrency
 	Limit() int
 	InFlight() int
 	Waiting() int
+}
+
+// tryAcquirer is a Concurrency that can take a slot without waiting.
+type tryAcquirer interface {
+	TryAcquire() (release func(time.Duration, error), ok bool)
 }
 
 // Config is one run: Writes writes arrive evenly over [0, Arrival) in the
@@ -283,31 +291,43 @@ func Run(c Config) Result {
 		}
 		mark(now)
 	}
+	// try takes a slot if one is free, without waiting.
+	try := func() (func(time.Duration, error), bool) {
+		if t, ok := slots.(tryAcquirer); ok {
+			return t.TryAcquire()
+		}
+		if slots.InFlight() >= slots.Limit() || slots.Waiting() > 0 {
+			return nil, false
+		}
+		release, err := slots.Acquire(context.Background(), time.Time{})
+		if err != nil {
+			panic("ingest: Acquire refused a free slot: " + err.Error())
+		}
+		return release, true
+	}
 	// admit gives writer w a slot, or queues it for one.
 	admit := func(w int32) {
 		if slots == nil {
 			start(w, nil)
 			return
 		}
-		if len(waiting) > 0 || slots.InFlight() >= slots.Limit() {
-			waiting = append(waiting, w)
-			return
+		if len(waiting) == 0 {
+			if release, ok := try(); ok {
+				start(w, release)
+				return
+			}
 		}
-		release, err := slots.Acquire(context.Background(), time.Time{})
-		if err != nil {
-			panic("ingest: Acquire refused a free slot: " + err.Error())
-		}
-		start(w, release)
+		waiting = append(waiting, w)
 	}
 	// handOn gives the slots free now to the longest waiters.
 	handOn := func() {
-		for len(waiting) > 0 && slots.InFlight() < slots.Limit() {
+		for len(waiting) > 0 {
+			release, ok := try()
+			if !ok {
+				return
+			}
 			w := waiting[0]
 			waiting = waiting[1:]
-			release, err := slots.Acquire(context.Background(), time.Time{})
-			if err != nil {
-				panic("ingest: Acquire refused a free slot: " + err.Error())
-			}
 			start(w, release)
 		}
 	}
