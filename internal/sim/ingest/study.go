@@ -33,7 +33,7 @@ const (
 )
 
 // FixedSizes are the fixed concurrency limits the study sweeps.
-var FixedSizes = []int{25, 50, 75, 100, 125, 150, 200, 300, 500, 750, 1000, 1500, 2000}
+var FixedSizes = []int{25, 50, 75, 100, 150, 200, 500, 750, 1000}
 
 // StudyStorage returns the storage of the first scenario: C slots, down
 // for the first Outage.
@@ -42,8 +42,8 @@ func StudyStorage() Storage {
 }
 
 // ChangedHorizon ends a run of the second scenario that has not drained:
-// 100 s after the change is time enough to show that it will not.
-const ChangedHorizon = 2 * time.Minute
+// 60 s after the change is time enough to show that it will not.
+const ChangedHorizon = 80 * time.Second
 
 // Changed returns StudyStorage with its slots changed to slots at
 // ChangeAt.
