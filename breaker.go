@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -59,6 +60,9 @@ func (e breakerOpen) Error() string {
 }
 func (e breakerOpen) Is(target error) bool { return target == ErrBreakerOpen }
 
+// ErrorType names the reason for OpenTelemetry's error.type.
+func (e breakerOpen) ErrorType() string { return "breaker_open" }
+
 // Until returns when the breaker may let an attempt through.
 func (e breakerOpen) Until() time.Time { return e.until }
 
@@ -112,12 +116,15 @@ type CircuitBreaker struct {
 	// the breaker's lock is held: it must not call the breaker.
 	OnChange func(from, to string, at time.Time)
 
-	mu        sync.Mutex
-	state     uint8
-	until     time.Time // open: when it turns half-open
-	run       int       // failures in a row, closed
-	probing   int       // probes in flight, half-open
-	succeeded int       // probes that succeeded, half-open
+	mu        sync.Mutex    // held for every change but a closed breaker's count of a success
+	state     atomic.Uint32 // breakerClosed, breakerOpened or breakerHalfOpen; changed with mu held
+	ready     atomic.Bool   // done is set
+	latest    atomic.Int64  // the latest time Allow was given, in Unix nanoseconds, to a 16th of a tenth of the Window
+	width     int64         // a tenth of the Window, in nanoseconds; set with done
+	run       atomic.Int64  // failures in a row, closed
+	until     time.Time     // open: when it turns half-open
+	probing   int           // probes in flight, half-open
+	succeeded int           // probes that succeeded, half-open
 	buckets   [10]ratioBucket
 	gen       uint64 // counts the half-open spells, so that a probe's end from an earlier one counts for nothing
 	done      func(time.Time, error)
@@ -125,13 +132,13 @@ type CircuitBreaker struct {
 
 // ratioBucket counts the attempts that ended in one tenth of the Window.
 type ratioBucket struct {
-	slot          int64 // which tenth of time it counts: time / (Window/10)
-	ended, failed int
+	slot          atomic.Int64 // which tenth of time it counts: time / (Window/10); changed with mu held
+	ended, failed atomic.Int64
 }
 
 // The states of a CircuitBreaker, as State names them.
 const (
-	breakerClosed uint8 = iota
+	breakerClosed uint32 = iota
 	breakerOpened
 	breakerHalfOpen
 )
@@ -144,18 +151,30 @@ func (b *CircuitBreaker) State(now time.Time) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(now)
-	return breakerStateNames[b.state]
+	return breakerStateNames[b.state.Load()]
 }
 
-// Allow lets an attempt through, or refuses it; see [Breaker].
+// Allow lets an attempt through, or refuses it; see [Breaker]. A closed
+// breaker answers without a lock.
 func (b *CircuitBreaker) Allow(now time.Time) (func(time.Time, error), time.Time) {
+	if b.ready.Load() {
+		if t := now.UnixNano(); t-b.latest.Load() > b.width/16 {
+			b.latest.Store(t) // a store on every call would cost more than the rest of Allow
+		}
+		if b.state.Load() == breakerClosed {
+			return b.done, time.Time{}
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done == nil {
+	if !b.ready.Load() {
 		b.done = b.ended // once: the func every attempt let through while closed returns
+		b.width = int64(b.window() / 10)
+		b.latest.Store(now.UnixNano())
+		b.ready.Store(true)
 	}
 	b.advance(now)
-	switch b.state {
+	switch b.state.Load() {
 	case breakerOpened:
 		return nil, b.until
 	case breakerHalfOpen:
@@ -172,45 +191,70 @@ func (b *CircuitBreaker) Allow(now time.Time) (func(time.Time, error), time.Time
 
 // Until returns when an attempt may be let through, if that is after t.
 func (b *CircuitBreaker) Until(t time.Time) time.Time {
+	if b.state.Load() == breakerClosed {
+		return time.Time{}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(t)
-	if b.state == breakerOpened {
+	if b.state.Load() == breakerOpened {
 		return b.until
 	}
 	return time.Time{}
 }
 
-// advance turns an open breaker half-open once its time is over.
+// advance turns an open breaker half-open once its time is over. b.mu is
+// held.
 func (b *CircuitBreaker) advance(now time.Time) {
-	if b.state == breakerOpened && !now.Before(b.until) {
+	if b.state.Load() == breakerOpened && !now.Before(b.until) {
 		b.probing, b.succeeded = 0, 0
 		b.gen++
 		b.set(breakerHalfOpen, b.until)
 	}
 }
 
-// ended counts an attempt let through while closed.
+// ended counts an attempt let through while closed. It counts in the tenth
+// of the Window of end, or of the latest time Allow was given if that is
+// later, so that a caller may give the time it has rather than read the
+// clock again (the loop gives a success its start): a success needs no
+// lock.
 func (b *CircuitBreaker) ended(end time.Time, err error) {
-	if err != nil && errors.Is(err, context.Canceled) {
+	if err == nil {
+		if b.state.Load() != breakerClosed {
+			return // let through before the breaker opened: its news is old
+		}
+		if b.run.Load() != 0 {
+			b.run.Store(0)
+		}
+		slot := b.slotOf(end)
+		if bk := &b.buckets[uint64(slot)%uint64(len(b.buckets))]; bk.slot.Load() == slot {
+			// A bucket moved on to a later tenth since the load above takes
+			// this success with it: one attempt counted a Window late.
+			bk.ended.Add(1)
+			return
+		}
+		b.mu.Lock()
+		if bk := b.bucket(slot); bk != nil {
+			bk.ended.Add(1)
+		}
+		b.mu.Unlock()
+		return
+	}
+	if errors.Is(err, context.Canceled) {
 		return // says nothing of the dependency
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(end)
-	if b.state != breakerClosed {
-		return // an attempt let through before the breaker opened: its news is old
+	if b.state.Load() != breakerClosed {
+		return
 	}
-	failed := err != nil
-	bk := b.bucket(end)
-	bk.ended++
-	if failed {
-		bk.failed++
-		b.run++
-	} else {
-		b.run = 0
+	if bk := b.bucket(b.slotOf(end)); bk != nil {
+		bk.ended.Add(1)
+		bk.failed.Add(1)
 	}
-	if (b.failures() > 0 && b.run >= b.failures()) || b.ratioTripped(end) {
+	run := b.run.Add(1)
+	if (b.failures() > 0 && run >= int64(b.failures())) || b.ratioTripped(end) {
 		b.open(end)
 	}
 }
@@ -220,7 +264,7 @@ func (b *CircuitBreaker) probeEnded(gen uint64, end time.Time, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(end)
-	if b.state != breakerHalfOpen || gen != b.gen {
+	if b.state.Load() != breakerHalfOpen || gen != b.gen {
 		return // the spell it probed is over
 	}
 	b.probing--
@@ -231,41 +275,58 @@ func (b *CircuitBreaker) probeEnded(gen uint64, end time.Time, err error) {
 		b.open(end)
 	default:
 		if b.succeeded++; b.succeeded >= b.probes() {
-			b.run = 0
-			b.buckets = [10]ratioBucket{}
+			b.run.Store(0)
+			for i := range b.buckets {
+				bk := &b.buckets[i]
+				bk.slot.Store(0)
+				bk.ended.Store(0)
+				bk.failed.Store(0)
+			}
 			b.set(breakerClosed, end)
 		}
 	}
 }
 
-// open opens the breaker at now for OpenFor.
+// open opens the breaker at now for OpenFor. b.mu is held.
 func (b *CircuitBreaker) open(now time.Time) {
 	b.until = now.Add(b.openFor())
-	b.run = 0
+	b.run.Store(0)
 	b.set(breakerOpened, now)
 }
 
-func (b *CircuitBreaker) set(state uint8, at time.Time) {
-	from := b.state
-	b.state = state
+// set changes the state, and tells OnChange. b.mu is held.
+func (b *CircuitBreaker) set(state uint32, at time.Time) {
+	from := b.state.Load()
+	b.state.Store(state)
 	if b.OnChange != nil && from != state {
 		b.OnChange(breakerStateNames[from], breakerStateNames[state], at)
 	}
 }
 
-// bucket returns the bucket of now's tenth of the Window, emptied if it last
-// counted an older one.
-func (b *CircuitBreaker) bucket(now time.Time) *ratioBucket {
-	slot := now.UnixNano() / int64(b.window()/10)
+// slotOf returns the tenth of the Window of t, or of the latest time Allow
+// was given if that is later.
+func (b *CircuitBreaker) slotOf(t time.Time) int64 {
+	return max(t.UnixNano(), b.latest.Load()) / b.width
+}
+
+// bucket returns the bucket of the given tenth of the Window, emptied if it
+// last counted an older one; nil if it already counts a later one. b.mu is
+// held.
+func (b *CircuitBreaker) bucket(slot int64) *ratioBucket {
 	bk := &b.buckets[uint64(slot)%uint64(len(b.buckets))]
-	if bk.slot != slot {
-		*bk = ratioBucket{slot: slot}
+	switch old := bk.slot.Load(); {
+	case old > slot:
+		return nil
+	case old < slot:
+		bk.ended.Store(0)
+		bk.failed.Store(0)
+		bk.slot.Store(slot)
 	}
 	return bk
 }
 
 // ratioTripped reports whether the failure ratio over the Window opens the
-// breaker.
+// breaker. b.mu is held.
 func (b *CircuitBreaker) ratioTripped(now time.Time) bool {
 	ratio := b.FailureRatio
 	if ratio == 0 {
@@ -274,19 +335,20 @@ func (b *CircuitBreaker) ratioTripped(now time.Time) bool {
 	if ratio > 1 || ratio != ratio {
 		return false
 	}
-	slot := now.UnixNano() / int64(b.window()/10)
-	var ended, failed int
-	for _, bk := range b.buckets {
-		if slot-bk.slot < int64(len(b.buckets)) {
-			ended += bk.ended
-			failed += bk.failed
+	slot := b.slotOf(now)
+	var ended, failed int64
+	for i := range b.buckets {
+		bk := &b.buckets[i]
+		if slot-bk.slot.Load() < int64(len(b.buckets)) {
+			ended += bk.ended.Load()
+			failed += bk.failed.Load()
 		}
 	}
 	minAttempts := b.MinAttempts
 	if minAttempts <= 0 {
 		minAttempts = 20
 	}
-	return ended >= minAttempts && float64(failed) >= ratio*float64(ended)
+	return ended >= int64(minAttempts) && float64(failed) >= ratio*float64(ended)
 }
 
 func (b *CircuitBreaker) failures() int {

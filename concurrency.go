@@ -2,8 +2,8 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -54,7 +54,14 @@ type Concurrency interface {
 // ErrNoSlot means the attempt found no slot in the Policy's [Concurrency]
 // before the latest time it could start (the caller's deadline less
 // MinAttemptTime), or that the queue of attempts waiting for one was full.
-var ErrNoSlot = errors.New("retry: no concurrency slot")
+var ErrNoSlot error = noSlot{}
+
+type noSlot struct{}
+
+func (noSlot) Error() string { return "retry: no concurrency slot" }
+
+// ErrorType names the reason for OpenTelemetry's error.type.
+func (noSlot) ErrorType() string { return "no_slot" }
 
 // ConcurrencyLimit is a [Concurrency] of a fixed number of slots in one
 // process, given out first come, first served.
@@ -80,9 +87,11 @@ type ConcurrencyLimit struct {
 	// at all: an attempt without a free slot stops at once.
 	Queue int
 
-	mu       sync.Mutex
-	inFlight int
+	mu       sync.Mutex    // held to queue, to give up and to hand slots on; not to take or give back a slot when no one waits
+	inFlight atomic.Int64  // slots taken
+	waiting  atomic.Int64  // len(waiters), read without the lock
 	waiters  []*slotWaiter // in arrival order; a waiter given a slot is removed
+	ready    atomic.Bool   // release is set
 	release  func(time.Duration, error)
 }
 
@@ -93,18 +102,38 @@ type slotWaiter struct {
 	given bool
 }
 
+// tryAcquire takes a free slot when no one waits for one, without a lock,
+// and returns its release; nil when it cannot.
+func (l *ConcurrencyLimit) tryAcquire() func(time.Duration, error) {
+	if !l.ready.Load() || l.waiting.Load() != 0 {
+		return nil
+	}
+	for {
+		n := l.inFlight.Load()
+		if n >= int64(l.Slots) {
+			return nil
+		}
+		if l.inFlight.CompareAndSwap(n, n+1) {
+			return l.release
+		}
+	}
+}
+
 // Acquire takes a slot, or waits for one; see [Concurrency].
 func (l *ConcurrencyLimit) Acquire(ctx context.Context, by time.Time) (func(time.Duration, error), error) {
-	l.mu.Lock()
-	if l.release == nil {
-		l.release = l.giveBack // once: the func every slot returns, without an allocation per slot
+	if rel := l.tryAcquire(); rel != nil {
+		return rel, nil
 	}
-	if l.inFlight < l.Slots && len(l.waiters) == 0 {
-		l.inFlight++
-		l.mu.Unlock()
-		return l.release, nil
+	l.mu.Lock()
+	if !l.ready.Load() {
+		l.release = l.giveBack // once: the func every slot returns, without an allocation per slot
+		l.ready.Store(true)
 	}
 	if l.Slots <= 0 || l.Queue < 0 || (l.Queue > 0 && len(l.waiters) >= l.Queue) {
+		if l.Slots > 0 && len(l.waiters) == 0 && l.takeFree() {
+			l.mu.Unlock()
+			return l.release, nil
+		}
 		l.mu.Unlock()
 		return nil, ErrNoSlot
 	}
@@ -112,7 +141,11 @@ func (l *ConcurrencyLimit) Acquire(ctx context.Context, by time.Time) (func(time
 	if !by.IsZero() {
 		d := time.Until(by)
 		if d <= 0 {
+			ok := len(l.waiters) == 0 && l.takeFree()
 			l.mu.Unlock()
+			if ok {
+				return l.release, nil
+			}
 			return nil, ErrNoSlot
 		}
 		t := time.NewTimer(d)
@@ -121,6 +154,11 @@ func (l *ConcurrencyLimit) Acquire(ctx context.Context, by time.Time) (func(time
 	}
 	w := &slotWaiter{ready: make(chan struct{})}
 	l.waiters = append(l.waiters, w)
+	l.waiting.Add(1)
+	// A slot given back since tryAcquire, by one who saw no one waiting,
+	// is found here: giveBack lowers inFlight before it reads waiting, and
+	// this raises waiting before handOn reads inFlight.
+	l.handOn()
 	l.mu.Unlock()
 
 	var err error
@@ -136,52 +174,60 @@ func (l *ConcurrencyLimit) Acquire(ctx context.Context, by time.Time) (func(time
 	defer l.mu.Unlock()
 	if w.given {
 		// Given a slot as it gave up: pass it on.
-		l.inFlight--
+		l.inFlight.Add(-1)
 		l.handOn()
 		return nil, err
 	}
 	for i, o := range l.waiters {
 		if o == w {
 			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			l.waiting.Add(-1)
 			break
 		}
 	}
 	return nil, err
 }
 
+// takeFree takes a free slot, if there is one.
+func (l *ConcurrencyLimit) takeFree() bool {
+	for {
+		n := l.inFlight.Load()
+		if n >= int64(l.Slots) {
+			return false
+		}
+		if l.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // giveBack is the release of every slot.
 func (l *ConcurrencyLimit) giveBack(time.Duration, error) {
-	l.mu.Lock()
-	l.inFlight--
-	l.handOn()
-	l.mu.Unlock()
+	l.inFlight.Add(-1)
+	if l.waiting.Load() != 0 {
+		l.mu.Lock()
+		l.handOn()
+		l.mu.Unlock()
+	}
 }
 
 // handOn gives free slots to the longest waiters. l.mu is held.
 func (l *ConcurrencyLimit) handOn() {
-	for l.inFlight < l.Slots && len(l.waiters) > 0 {
+	for len(l.waiters) > 0 && l.takeFree() {
 		w := l.waiters[0]
 		l.waiters[0] = nil
 		l.waiters = l.waiters[1:]
+		l.waiting.Add(-1)
 		w.given = true
-		l.inFlight++
 		close(w.ready)
 	}
 }
 
 // InFlight returns the number of slots taken now.
-func (l *ConcurrencyLimit) InFlight() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.inFlight
-}
+func (l *ConcurrencyLimit) InFlight() int { return int(l.inFlight.Load()) }
 
 // Limit returns the most attempts in flight at once: Slots, or 0.
 func (l *ConcurrencyLimit) Limit() int { return max(l.Slots, 0) }
 
 // Waiting returns the number of attempts waiting for a slot now.
-func (l *ConcurrencyLimit) Waiting() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.waiters)
-}
+func (l *ConcurrencyLimit) Waiting() int { return int(l.waiting.Load()) }

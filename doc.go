@@ -149,6 +149,38 @@
 // next attempt starts after the longer of the two, and that time too must
 // fit before the deadline.
 //
+// # Concurrency limits and circuit breaking
+//
+// A rate does not bound how many attempts are in flight: when a dependency
+// slows down, the same rate means more requests waiting in it, its queues
+// grow and its latency climbs until everything times out. Policy.Concurrency
+// bounds that. Each attempt, the first, every retry and every hedge, holds
+// one slot of a [Concurrency] while it runs, taken last, once its backoff,
+// its Limiter booking and its Budget are settled: so a slot is never held
+// through a wait, and a booking is never kept while waiting for a slot (a
+// booking that the wait made too late is booked again). [ConcurrencyLimit]
+// is a fixed limit, first come first served, with an optional bounded
+// queue; package adaptive learns the limit from latency; retrypg and
+// retryredis lease slots to a fleet. The wait for a slot counts against the
+// deadline and in Event.Waited; a call that finds none in time stops with
+// [ErrNoSlot], keeping the last attempt's error.
+//
+// Policy.Breaker stops the attempts to a dependency that is failing for
+// everyone. A [Breaker] is asked before every attempt; while it refuses, a
+// call stops before it deposits, books or waits, with a Reason that Is
+// [ErrBreakerOpen] and says, with its Until method, when the breaker may let
+// an attempt through (a queue schedules the work for then); a call already
+// retrying stops at its next attempt. [CircuitBreaker] opens after a run of
+// failures or a failure ratio over a window, and lets probes through once
+// its open time is over. Only failures the classifier would retry count: a
+// 404 or the caller's own cancel says nothing of the dependency.
+//
+// In order, an attempt waits for its backoff and its Limiter booking, and
+// then takes its slot and the Breaker's leave; after it ends, the slot is
+// given back and the Breaker told, exactly once, however the attempt ended
+// (a panic, a hedge cut, a caller who gave up). Work run outside Do (a
+// queue's worker) gets the same through [Policy.Admit].
+//
 // # Hedging
 //
 // Retrying answers failures; a call that is merely slow waits on. With
@@ -247,7 +279,9 @@
 // job's deadline and a draw u, it returns the wait before the next attempt
 // or a stop reason. The worker stores now+wait with the job and runs it
 // again then. Next does not touch the Budget or the Limiter; a worker that
-// uses them calls them itself.
+// uses them calls them itself, and readies each attempt with [Policy.Admit],
+// which waits for the Limiter, takes a Concurrency slot and asks the
+// Breaker as Do does.
 //
 // # Testing code that retries
 //

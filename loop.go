@@ -77,8 +77,12 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 		}
 		if err == nil {
 			if c.b.held() {
-				now = time.Now()
-				c.b.settle(began, now, nil)
+				end := began
+				if !c.b.early {
+					now = time.Now()
+					end = now
+				}
+				c.b.settle(began, end, nil)
 			}
 			if c.observe == nil {
 				return n, nil

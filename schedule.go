@@ -147,6 +147,17 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 // waits.
 func (c *callState) takeBounds(r *Reservation, now time.Time, try bool) (time.Time, error) {
 	p := &c.p
+	c.b.early = true
+	if cl, ok := p.Concurrency.(*ConcurrencyLimit); ok {
+		if rel := cl.tryAcquire(); rel != nil {
+			// A free slot, taken at once: no wait to measure, no booking
+			// made late.
+			c.b.release = rel
+			goto breaker
+		}
+	} else if p.Concurrency != nil {
+		c.b.early = false // its release may learn from the duration
+	}
 	if p.Concurrency != nil {
 		by := now
 		if !try {
@@ -182,7 +193,11 @@ func (c *callState) takeBounds(r *Reservation, now time.Time, try bool) (time.Ti
 		}
 		now = t
 	}
+breaker:
 	if p.Breaker != nil {
+		if _, ok := p.Breaker.(*CircuitBreaker); !ok {
+			c.b.early = false
+		}
 		done, until := p.Breaker.Allow(now)
 		if done == nil {
 			c.b.settle(now, now, errNoNews)

@@ -38,12 +38,19 @@
 //     before each retry ([retry.Event].Waited), recorded when the wait
 //     ends: a wait that the caller's cancel cuts short counts what was
 //     waited, not what was planned. With retry.wait.set_by: "backoff",
-//     "server" (Retry-After was longest) or "limiter" (the Limiter made the
-//     retry wait longer); a retry that followed at once counts a wait of 0
+//     "server" (Retry-After was longest), "limiter" (the Limiter made the
+//     retry wait longer) or "slot" (the retry then waited for a
+//     [retry.Concurrency] slot); a retry that followed at once counts a wait of 0
 //     set by the backoff. The Limiter's wait before a call's first attempt
 //     is no retry's wait: it is in retry.call.duration, not here; nor is a
 //     hedge's start, which waits for the hedge delay beside an attempt in
 //     flight, not after a failure.
+//   - retry.slot.wait.duration, a histogram in seconds: [retry.Event].Waited
+//     of each attempt, the first and hedges included, whose start a
+//     concurrency slot set (WaitedFor "slot"), and of a call that ended
+//     waiting for one: the whole wait before the attempt, which is the
+//     slot's alone when nothing else made it wait. An attempt that found a
+//     free slot at once records nothing.
 //   - retry.budget.balance, an observable gauge of {token}: the tokens held
 //     by the policy's Budget, when it has a Balance() float64 method as
 //     [retry.TokenBucket] does.
@@ -71,13 +78,36 @@
 //     ([retry.ErrServerDelay]);
 //   - "no_time_left": the next attempt would not have started before the
 //     deadline ([retry.ErrNoTimeLeft]);
+//   - "no_slot": no concurrency slot in time, or a full queue of attempts
+//     waiting for one ([retry.ErrNoSlot]);
+//   - "breaker_open": an open circuit breaker stopped the call (a reason
+//     that Is [retry.ErrBreakerOpen]);
 //   - "deadline_exceeded": the caller's deadline came, even if its
 //     context's timer had not fired yet, or the context ended with a
 //     cause that is a deadline (retryhttp's Timeout);
 //   - "canceled": the caller's context was cancelled, with or without a
 //     cause;
-//   - "other": a Limiter's error, or input that made any attempt
-//     impossible, such as a nil function.
+//   - "other": a Limiter's or a Concurrency's own error (a store that is
+//     down), or input that made any attempt impossible, such as a nil
+//     function.
+//
+// # Concurrency limits and circuit breakers
+//
+// A [retry.Concurrency] or a [retry.CircuitBreaker] is shared by every
+// call of the policies that hold it, so it is instrumented once, where it
+// is made, by [InstrumentConcurrency] and [InstrumentBreaker], not by
+// Instrument:
+//
+//   - retry.concurrency.active, retry.concurrency.limit and
+//     retry.concurrency.pending, observable gauges of {attempt}: the
+//     Concurrency's InFlight(), Limit() and Waiting(), each when it has the
+//     method;
+//   - retry.breaker.state, an observable gauge of {state}: a point for each
+//     retry.breaker.state, "closed", "open" and "half-open", 1 for the
+//     state the breaker is in and 0 for the others;
+//   - retry.breaker.transitions, a counter of {transition}: every change of
+//     the breaker's state, with retry.breaker.state (the state entered) and
+//     retry.breaker.previous_state.
 //
 // # Hedging
 //

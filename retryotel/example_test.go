@@ -107,3 +107,68 @@ func ExampleInstrument_hedging() {
 	// retry.attempt.kind=original: 1
 	// hedges per call: 0.50
 }
+
+// One line, where the limit is made, reports its slots in OpenTelemetry:
+// the attempts in flight, the limit and the attempts waiting for a slot.
+// A policy that shares the limit is instrumented as any other.
+func ExampleInstrumentConcurrency() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	limit := &retry.ConcurrencyLimit{Slots: 8}
+	if _, err := retryotel.InstrumentConcurrency(limit, retryotel.WithMeterProvider(provider)); err != nil {
+		fmt.Println(err)
+	}
+	release, _ := limit.Acquire(context.Background(), time.Time{}) // an attempt in flight
+	defer release(0, nil)
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		fmt.Printf("%s: %d\n", m.Name, m.Data.(metricdata.Gauge[int64]).DataPoints[0].Value)
+	}
+	// Output:
+	// retry.concurrency.active: 1
+	// retry.concurrency.limit: 8
+	// retry.concurrency.pending: 0
+}
+
+// A circuit breaker is instrumented after its fields are set and before it
+// is used: its state is read at each collection, and its changes of state
+// are counted.
+func ExampleInstrumentBreaker() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	breaker := &retry.CircuitBreaker{Failures: 1, OpenFor: time.Hour}
+	if _, err := retryotel.InstrumentBreaker(breaker, retryotel.WithMeterProvider(provider)); err != nil {
+		fmt.Println(err)
+	}
+	done, _ := breaker.Allow(time.Now())
+	done(time.Now(), syscall.ECONNRESET) // one failure opens it
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		switch data := m.Data.(type) {
+		case metricdata.Gauge[int64]:
+			for _, p := range data.DataPoints {
+				lines = append(lines, fmt.Sprintf("%s %s: %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
+			}
+		case metricdata.Sum[int64]:
+			for _, p := range data.DataPoints {
+				lines = append(lines, fmt.Sprintf("%s %s: %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
+			}
+		}
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// retry.breaker.state retry.breaker.state=closed: 0
+	// retry.breaker.state retry.breaker.state=half-open: 0
+	// retry.breaker.state retry.breaker.state=open: 1
+	// retry.breaker.transitions retry.breaker.previous_state=closed,retry.breaker.state=open: 1
+}

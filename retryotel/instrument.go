@@ -70,7 +70,9 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 // callback is registered once per call to Instrument and stays registered
 // as long as the MeterProvider lives (until its Shutdown): instrument a
 // policy once, where it is declared, not once per call to [retry.Do].
-// Instrumenting a policy twice counts everything twice.
+// Instrumenting a policy twice counts everything twice. p's Concurrency and
+// Breaker, which other policies may share, are reported on their own, once:
+// see [InstrumentConcurrency] and [InstrumentBreaker].
 //
 // The returned Policy is safe for concurrent use as far as p is. A
 // first-try success costs two counter increments and two histogram records
@@ -81,18 +83,24 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 // otel.Handle, as otelhttp's do, and the policy records with what it could
 // make.
 func Instrument(p retry.Policy, opts ...Option) retry.Policy {
-	c := config{meters: otel.GetMeterProvider()}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
-	}
+	c := configure(opts)
 	o := newObserver(c, p.Observe)
 	if b, ok := p.Budget.(interface{ Balance() float64 }); ok {
 		o.watchBudget(c, b)
 	}
 	p.Observe = o.observe
 	return p
+}
+
+// configure applies opts to the default configuration.
+func configure(opts []Option) config {
+	c := config{meters: otel.GetMeterProvider()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
 }
 
 // Instrument and attribute names: see the package documentation for what
@@ -150,6 +158,8 @@ const (
 	resultBudget
 	resultServerDelay
 	resultNoTimeLeft
+	resultNoSlot
+	resultBreakerOpen
 	resultDeadline
 	resultCanceled
 	resultOther
@@ -168,13 +178,15 @@ var resultNames = [numResults]string{
 	"budget_exhausted",
 	"server_delay",
 	"no_time_left",
+	"no_slot",
+	"breaker_open",
 	"deadline_exceeded",
 	"canceled",
 	"other",
 }
 
 // Values of retry.wait.set_by, as retry.Event.WaitSetBy says them.
-var setByNames = [...]string{"backoff", "server", "limiter"}
+var setByNames = [...]string{"backoff", "server", "limiter", "slot"}
 
 // Histogram bucket boundaries, given as advice so that a view can override
 // them. The SDK's default boundaries (0, 5, 10, 25, ... 10000) suit
@@ -199,12 +211,14 @@ type observer struct {
 	callAttempts metric.Int64Histogram
 	callDuration metric.Float64Histogram
 	wait         metric.Float64Histogram
+	slotWait     metric.Float64Histogram
 
 	attrs []attribute.KeyValue // the user's, from WithAttributes
 
 	attemptOK [numKinds]options   // kind, no error
 	result    [numResults]options // result, no error
 	setBy     [len(setByNames)]options
+	plain     options // the user's attributes alone
 
 	mu       sync.RWMutex
 	failures map[failure]options // see failed
@@ -242,7 +256,13 @@ func newObserver(c config, user func(context.Context, retry.Event)) *observer {
 			"not the limiter's wait before a call's first attempt."),
 		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	handle(err)
+	o.slotWait, err = m.Float64Histogram(slotWaitName, metric.WithUnit("s"),
+		metric.WithDescription("Time really waited before each attempt whose start a concurrency slot set, "+
+			"or until the call ended waiting for one."),
+		metric.WithExplicitBucketBoundaries(secondBuckets...))
+	handle(err)
 
+	o.plain = o.options()
 	for k := range numKinds {
 		o.attemptOK[k] = o.options(attemptKindKey.String(kindNames[k]))
 	}
@@ -332,6 +352,12 @@ func (o *observer) attempt(ctx context.Context, e retry.Event) {
 // cuts a wait short. The Limiter's wait before a call's first attempt is
 // not a retry's wait: it counts in retry.call.duration only.
 func (o *observer) waited(ctx context.Context, e retry.Event) {
+	if e.WaitedFor == "slot" && e.Waited > 0 {
+		// Any attempt's, the first's and a hedge's included: an attempt
+		// that waits for a slot waits for the dependency's load, whatever
+		// made it start.
+		o.slotWait.Record(ctx, e.Waited.Seconds(), o.plain.record...)
+	}
 	switch {
 	case e.Done && (e.Attempt == 0 || e.Waited == 0):
 		// No retry's wait was under way: the call ended before its first
@@ -430,10 +456,15 @@ func result(ctx context.Context, e retry.Event) int {
 		return resultServerDelay
 	case retry.ErrNoTimeLeft:
 		return resultNoTimeLeft
+	case retry.ErrNoSlot:
+		return resultNoSlot
 	case context.DeadlineExceeded:
 		return resultDeadline // the caller's deadline, its cause not set or not yet known
 	case context.Canceled:
 		return resultCanceled
+	}
+	if errors.Is(e.Reason, retry.ErrBreakerOpen) {
+		return resultBreakerOpen // a value with the time it may let attempts through: no sentinel to compare
 	}
 	// A cause of the caller's own (context.WithCancelCause,
 	// WithDeadlineCause, retryhttp's Timeout): a context has a cause only
@@ -457,7 +488,7 @@ func result(ctx context.Context, e retry.Event) int {
 		}
 		return resultUnrepeatable
 	}
-	return resultOther // a Limiter's error, or input that made any attempt impossible
+	return resultOther // a Limiter's or a Concurrency's error, or input that made any attempt impossible
 }
 
 // refusal returns what the Unrepeatable method of the outermost error in
@@ -518,6 +549,8 @@ func setByIndex(s string) int {
 		return 1
 	case "limiter":
 		return 2
+	case "slot":
+		return 3
 	}
 	return 0
 }

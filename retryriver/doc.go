@@ -89,6 +89,21 @@
 // before it is not scheduled (a retry without a decision, after a panic or
 // a rescue, waits for the deadline and is then cancelled).
 //
+// # Concurrency limits and circuit breakers
+//
+// Each attempt is admitted through [retry.Policy.Admit]: the Limiter's
+// turn, a slot of the policy's Concurrency, then its Breaker. The slot is
+// given back as soon as the worker returns or panics, with the attempt's
+// error for the Breaker to judge as the core's loop would (a worker's own
+// snooze or cancel, a panic, an attempt River cut off count for nothing). A
+// job they refuse is snoozed, its attempt not counted, and marked with
+// [MetadataHeld] until it is let through: for a jittered 0.5-1s when it
+// found no slot ([retry.ErrNoSlot]), until the breaker may let an attempt
+// through when it is open ([retry.ErrBreakerOpen]), for a second when a
+// shared store is down. A job whose deadline that wait would pass is
+// cancelled with the reason instead. [OldestWaiting] reports, per queue
+// and kind, the oldest job waiting for a retry or for these bounds.
+//
 // # Outcome unknown, and reconciliation
 //
 // An attempt may have taken effect although it failed when its outcome is

@@ -33,6 +33,7 @@ type queue interface {
 	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 	JobGet(ctx context.Context, id int64) (*rivertype.JobRow, error)
 	JobCancel(ctx context.Context, id int64) (*rivertype.JobRow, error)
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 }
 
 // backend is a River database for one test: a SQLite file of its own, or a

@@ -27,7 +27,10 @@ const (
 	// MetadataStop holds why the policy stopped the job, the text of the
 	// core's reason without its "retry: " prefix: "attempts exhausted",
 	// "error not retryable", "no time left before the deadline", "retry
-	// budget exhausted", "server delay above MaxRetryAfter".
+	// budget exhausted", "server delay above MaxRetryAfter", "no
+	// concurrency slot" (only with a deadline that a wait for a slot would
+	// pass), "circuit breaker open until" and the time (only with a
+	// deadline that comes before it).
 	MetadataStop = "retry_stop"
 	// MetadataWait holds the wait scheduled after the last failed attempt,
 	// as a Go duration ("1.5s"): the prev argument of retry.Next for the
@@ -40,6 +43,13 @@ const (
 	// took it back), unless River stored an error of its own for it: then
 	// it failed before any worker ran.
 	MetadataAttempt = "retry_attempt"
+	// MetadataHeld holds why the job waits, snoozed, without an attempt
+	// counted, while the policy's bounds refuse to let it start: "slot"
+	// (no Concurrency slot), "breaker" (the Breaker is open) or "store" (a
+	// shared Limiter's or Concurrency's store is down and fails closed).
+	// It is set to null when the job is next let through. [OldestWaiting]
+	// reads it.
+	MetadataHeld = "retry_held"
 
 	// metadataDeposited is true once the job's first attempt has deposited
 	// in the policy's Budget. River gives a snoozed or interrupted attempt
@@ -50,12 +60,20 @@ const (
 	metadataDeposited = "retry_deposited"
 )
 
+// The values of MetadataHeld.
+const (
+	heldSlot    = "slot"
+	heldBreaker = "breaker"
+	heldStore   = "store"
+)
+
 // state is what the middleware keeps in a job's metadata between attempts.
 type state struct {
 	Unknown   []int  `json:"retry_outcome_unknown"`
 	Wait      string `json:"retry_wait"`
 	Attempt   *int   `json:"retry_attempt"`
 	Deposited bool   `json:"retry_deposited"`
+	Held      string `json:"retry_held"`
 	prevWait  time.Duration
 }
 

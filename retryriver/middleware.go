@@ -35,6 +35,9 @@ import (
 // which discards it with every attempt's error; any other error is returned
 // to River and the job is scheduled at the time retry.Next gave.
 //
+// Before an attempt, a job that the policy's Concurrency or Breaker
+// refuses is snoozed, not failed (see the package documentation).
+//
 // The zero value runs jobs under the zero retry.Policy (the core's
 // defaults); [New] gives it a policy. A Middleware is safe for concurrent
 // use by all of a client's workers, and one Middleware belongs to one River
@@ -65,8 +68,9 @@ func WithDeadline(f func(job *rivertype.JobRow) time.Time) Option {
 }
 
 // New returns a Middleware that runs every job under p. p is copied; its
-// Budget and Limiter, if any, are shared by every job this client works, so
-// they apply to the attempts of one worker process. p.Observe, if set, is
+// Budget, Limiter, Concurrency and Breaker, if any, are shared by every job
+// this client works, so they apply to the attempts of one worker process
+// (unless one is shared by the fleet, or with other policies). p.Observe, if set, is
 // called on the worker goroutine with the job's context: after each attempt
 // (with Retry and Wait when a retry is scheduled; the wait is one value,
 // set by the server's delay when that is at least as long, else by the
@@ -156,13 +160,17 @@ func (m *Middleware) Config(cfg *river.Config) *river.Config {
 // Work runs one attempt of job under the policy; River calls it around the
 // worker. Before the attempt it marks the job's earlier attempts whose end
 // it never saw (see [MetadataOutcomeUnknown]), stops the job if its
-// deadline has come, paces the attempt with the policy's Limiter (waiting
-// on a timer that the job's context interrupts) and deposits in the Budget
-// once per job, at its first attempt; it bounds the attempt by
+// deadline has come, admits the attempt with [retry.Policy.Admit] (the
+// Limiter's turn, waited for on a timer that the job's context interrupts,
+// a Concurrency slot and the Breaker; a job they refuse is snoozed, see the
+// package documentation) and deposits in the Budget once per job, at its
+// first attempt; it bounds the attempt by
 // Policy.AttemptTimeout and the deadline; after a failed attempt it decides
 // as [Middleware] says, records the decision in the job's metadata, and
-// leaves the next attempt's time for [Middleware.NextRetry]. A panic in the
-// worker propagates to River unchanged, its attempt marked outcome-unknown.
+// leaves the next attempt's time for [Middleware.NextRetry]. The slot is
+// given back as soon as the worker returns. A panic in the worker gives it
+// back too, and propagates to River unchanged, its attempt marked
+// outcome-unknown.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	p := m.policy
 	st := readState(job.Metadata)
@@ -175,22 +183,26 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	}
 	deadline := m.jobDeadline(job)
 
-	if reason := p.Pace(ctx, deadline); reason != nil {
+	done, reason := p.Admit(ctx, deadline)
+	if reason != nil {
 		if ctx.Err() != nil {
 			// River ended the job's context while it waited for the limiter
-			// (the client is stopping): give it back untouched, so River
-			// makes it available again without counting the attempt.
+			// or a slot (the client is stopping): give it back untouched, so
+			// River makes it available again without counting the attempt.
 			return reason
 		}
-		if errors.Is(reason, fleet.ErrUnavailable) {
-			// A Limiter shared by the fleet fails closed while its store is
-			// down: no attempt may start now, but nothing is wrong with the
-			// job, and none was made. It waits for the store instead of
-			// being cancelled for it, as a snooze, which River does not
-			// count as an attempt.
-			return river.JobSnooze(limiterSnooze)
+		now := time.Now()
+		if wait, held := m.hold(reason, now, deadline); held != "" {
+			// No attempt may start now, but nothing is wrong with the job,
+			// and none was made: it waits, as a snooze, which River does not
+			// count as an attempt, marked so that OldestWaiting finds it.
+			_ = river.MetadataSet(ctx, MetadataHeld, held)
+			return river.JobSnooze(wait)
 		}
-		return m.stop(ctx, job, &st, reason, nil, time.Now())
+		return m.stop(ctx, job, &st, reason, nil, now)
+	}
+	if st.Held != "" {
+		_ = river.MetadataSet(ctx, MetadataHeld, nil) // admitted: no longer held
 	}
 	now := time.Now()
 	if p.Budget != nil && job.Attempt <= 1 && !st.Deposited {
@@ -198,7 +210,7 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		_ = river.MetadataSet(ctx, metadataDeposited, true)
 	}
 
-	err := m.run(ctx, job, &st, now, deadline, doInner)
+	err := m.run(ctx, job, &st, now, deadline, doInner, done)
 	if err == nil {
 		if p.Observe != nil {
 			end := time.Now()
@@ -263,19 +275,79 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	return err
 }
 
-// run makes the attempt. A worker that panics may have done work first: its
-// attempt is marked outcome-unknown on the way out, and the panic goes on
-// to River unchanged, which stores the mark with the panic's error.
-func (m *Middleware) run(ctx context.Context, job *rivertype.JobRow, st *state, now, deadline time.Time, doInner func(context.Context) error) error {
+// run makes the attempt, and calls done, Admit's, as soon as it has ended,
+// so that its slot is free while the middleware decides what follows. A
+// worker that panics may have done work first: its attempt is marked
+// outcome-unknown on the way out, its slot given back, and the panic goes
+// on to River unchanged, which stores the mark with the panic's error.
+func (m *Middleware) run(ctx context.Context, job *rivertype.JobRow, st *state, now, deadline time.Time,
+	doInner func(context.Context) error, done func(error)) error {
 	returned := false
 	defer func() {
 		if !returned {
+			done(retry.Permanent(errPanicked)) // says nothing of the dependency
 			m.markUnknown(ctx, job, st)
 		}
 	}()
 	err := attempt(ctx, now, m.policy.AttemptTimeout, deadline, doInner)
 	returned = true
+	done(news(ctx, err))
 	return err
+}
+
+// errPanicked stands for the error of an attempt whose worker panicked, as
+// Admit's done receives it.
+var errPanicked = errors.New("retryriver: worker panicked")
+
+// news returns err as Admit's done should judge it. A worker's own snooze
+// or cancel, and an attempt that River cut off, say nothing of the
+// dependency's health: marked Permanent, which the core judges before any
+// classifier, they count for the Breaker neither way, and the Concurrency
+// is told the attempt said nothing. Every other error is judged by the
+// policy's classifier, as the loop judges it.
+func news(ctx context.Context, err error) error {
+	var snooze *rivertype.JobSnoozeError
+	if err != nil && (ctx.Err() != nil || errors.As(err, &snooze) || errors.Is(err, &rivertype.JobCancelError{})) {
+		return retry.Permanent(err)
+	}
+	return err
+}
+
+// hold says how long a job that Admit refused should wait, snoozed, and
+// why, for MetadataHeld; "" when it should stop instead:
+//
+//   - a shared Limiter or Concurrency whose store is down and set to fail
+//     closed (fleet.ErrUnavailable): limiterSnooze, "store";
+//   - an open Breaker: until the time it may let an attempt through (its
+//     reason's Until), "breaker";
+//   - no Concurrency slot (retry.ErrNoSlot): a jittered slotSnooze, "slot",
+//     so that the jobs refused together do not all come back at once.
+//
+// A job with a deadline stops instead when the attempt after the wait
+// could not start MinAttemptTime before it, as retry.Next would not
+// schedule a retry then: waiting would only end in ErrNoTimeLeft.
+func (m *Middleware) hold(reason error, now, deadline time.Time) (time.Duration, string) {
+	var wait time.Duration
+	var held string
+	var open interface{ Until() time.Time }
+	switch {
+	case errors.Is(reason, fleet.ErrUnavailable):
+		wait, held = limiterSnooze, heldStore
+	case errors.Is(reason, retry.ErrBreakerOpen) && errors.As(reason, &open):
+		wait, held = max(open.Until().Sub(now), 0), heldBreaker
+	case errors.Is(reason, retry.ErrNoSlot):
+		u := rand.Float64
+		if m.policy.Rand != nil {
+			u = m.policy.Rand
+		}
+		wait, held = slotSnooze/2+time.Duration(u()*float64(slotSnooze/2)), heldSlot
+	default:
+		return 0, ""
+	}
+	if !deadline.IsZero() && !now.Add(wait+m.policy.MinAttemptTime).Before(deadline) {
+		return 0, ""
+	}
+	return wait, held
 }
 
 // markUnknown records that job's current attempt ended without an answer
@@ -375,6 +447,12 @@ func (m *Middleware) NextRetry(job *rivertype.JobRow) time.Time {
 // limiterSnooze is how long a job waits when its Limiter's store is down:
 // the time a fleet.Limiter leaves a failed store alone before it asks again.
 const limiterSnooze = time.Second
+
+// slotSnooze bounds how long a job waits, snoozed, when it found no
+// Concurrency slot: between half of it and all of it, drawn at random. Short,
+// because a slot frees as soon as any attempt ends; not shorter, because
+// each snooze is a write to River's table and a fetch.
+const slotSnooze = time.Second
 
 // errNoDecision stands for the error of an attempt that Work did not see end.
 var errNoDecision = retry.Transient(errors.New("retryriver: attempt ended without a decision"))
