@@ -47,7 +47,7 @@ func TestHelpExitsZero(t *testing.T) {
 		code, stderr := command(t, arg)
 		assert.Equal(t, 0, code, "%s exits with status %d, want 0", arg, code)
 		assert.Contains(t, stderr, "Usage: retrysim [flags]")
-		for _, f := range []string{"-study", "-quick", "-live", "-clients", "-episodes", "-jobs", "-calls", "-seed", "-workers", "-out"} {
+		for _, f := range []string{"-study", "-quick", "-live", "-clients", "-episodes", "-jobs", "-calls", "-writes", "-seed", "-workers", "-out"} {
 			assert.Regexp(t, `(?m)^  `+f+`( |$)`, stderr, "-h lists %s", f)
 		}
 		assert.NotContains(t, stderr, "retrysim: flag: help requested")
@@ -61,7 +61,7 @@ func TestBadFlagExitsTwo(t *testing.T) {
 	assert.Contains(t, stderr, "flag provided but not defined: -nope")
 	code, stderr = command(t, "-study", "both")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, `retrysim: -study: "both" is not contention, drill, hedging or all`)
+	assert.Contains(t, stderr, `retrysim: -study: "both" is not contention, drill, hedging, ingest or all`)
 }
 
 func TestExitCode(t *testing.T) {

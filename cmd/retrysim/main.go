@@ -60,6 +60,7 @@ import (
 
 	"github.com/seed93a044d1/retry/internal/sim"
 	"github.com/seed93a044d1/retry/internal/sim/hedging"
+	"github.com/seed93a044d1/retry/internal/sim/ingest"
 )
 
 func main() {
@@ -92,6 +93,7 @@ type config struct {
 	out       string
 	jobs      int
 	calls     int
+	writes    int
 	workers   int
 	liveJobs  int // not a flag: the live drill's size, smaller in tests
 	liveCalls int // not a flag: the live hedging check's calls, fewer in tests
@@ -117,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	c := config{liveJobs: defaultLiveJobs, liveCalls: defaultLiveCalls}
 	var clients string
-	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill, hedging or all (with -live alone: none)")
+	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill, hedging, ingest or all (with -live alone: none)")
 	fs.StringVar(&clients, "clients", joinInts(defaultClients), "contention: client counts, comma-separated")
 	fs.IntVar(&c.episodes, "episodes", defaultEpisodes, "contention: episodes averaged per point")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; the same seed gives the same numbers")
@@ -126,6 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.out, "out", "", "folder for the SVG charts (default: a new temporary folder)")
 	fs.IntVar(&c.jobs, "jobs", sim.DrillJobs, "drill: number of notification jobs")
 	fs.IntVar(&c.calls, "calls", hedging.Calls, "hedging: calls per run")
+	fs.IntVar(&c.writes, "writes", ingest.Writes, "ingest: the writes the outage leaves behind")
 	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "contention and hedging: goroutines running the runs")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -146,13 +149,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-clients: %w", err)
 	}
 	switch c.study {
-	case "all", "contention", "drill", "hedging":
+	case "all", "contention", "drill", "hedging", "ingest":
 	case "none":
 		if !c.live {
-			return c, fmt.Errorf("-study: %q is not contention, drill, hedging or all", c.study)
+			return c, fmt.Errorf("-study: %q is not contention, drill, hedging, ingest or all", c.study)
 		}
 	default:
-		return c, fmt.Errorf("-study: %q is not contention, drill, hedging or all", c.study)
+		return c, fmt.Errorf("-study: %q is not contention, drill, hedging, ingest or all", c.study)
 	}
 	if c.episodes < 1 {
 		return c, errors.New("-episodes must be at least 1")
@@ -162,6 +165,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.calls < 1 {
 		return c, errors.New("-calls must be at least 1")
+	}
+	if c.writes < 1 {
+		return c, errors.New("-writes must be at least 1")
 	}
 	c.workers = max(c.workers, 1)
 	return c, nil
@@ -231,6 +237,13 @@ func execute(c config, stdout, stderr io.Writer) error {
 	}
 	if c.study == "all" || c.study == "hedging" {
 		files, err := hedgingStudy(c, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, files...)
+	}
+	if c.study == "all" || c.study == "ingest" {
+		files, err := ingestStudy(c, stdout, stderr)
 		if err != nil {
 			return err
 		}

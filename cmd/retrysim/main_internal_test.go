@@ -42,7 +42,7 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	err := run([]string{"-clients", "10,20", "-episodes", "4", "-jobs", "2000", "-calls", "3000", "-out", dir}, &stdout, &stderr)
+	err := run([]string{"-clients", "10,20", "-episodes", "4", "-jobs", "2000", "-calls", "3000", "-writes", "5000", "-out", dir}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	out := stdout.String()
 	for _, want := range []string{
@@ -55,7 +55,9 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 		"adaptive limiter", "River's default",
 		"HEDGING STUDY: 3,000 calls", "At half its capacity (5,000 calls a second)", "Overloaded: 12,500 calls a second",
 		"hedge at p95, budget", "adaptive hedge", "retry on timeout", "What the hedging study shows:", "  the tail: ",
-		"  overloaded: ", "Charts (13 SVG files) written to " + dir,
+		"  overloaded: ", "INGESTION PIPELINE: a storage outage leaves a backlog of 5,000 writes", "Fixed limits, swept (C = 100)",
+		"The backlog after the outage", "C halves, from 100 to 50", "C doubles, from 100 to 200", "adaptive + breaker",
+		"What the ingestion study shows:", "  the adaptive limit: ", "  with the breaker: ", "Charts (18 SVG files) written to " + dir,
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -69,6 +71,7 @@ func TestRunWritesTablesAndCharts(t *testing.T) {
 		"drill-no-limiter.svg", "drill-no-jitter-no-limiter.svg", "drill-10pct-budget.svg",
 		"drill-no-limiter-503-retry-after.svg", "drill-adaptive-limiter.svg", "drill-rivers-default.svg",
 		"hedging-latency.svg", "hedging-overload-latency.svg", "hedging-overload-load.svg",
+		"ingest-in-flight.svg", "ingest-stored.svg", "ingest-sweep.svg", "ingest-c-halves.svg", "ingest-c-doubles.svg",
 	} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -117,7 +120,7 @@ func TestParseFlags(t *testing.T) {
 		{"study", []string{"-study", "drill"}, defaultClients, 100, "drill", ""},
 		{"hedging", []string{"-study", "hedging", "-calls", "500"}, defaultClients, 100, "hedging", ""},
 		{"zero calls", []string{"-calls", "0"}, nil, 0, "", "-calls must be at least 1"},
-		{"bad study", []string{"-study", "both"}, nil, 0, "", `-study: "both" is not contention, drill, hedging or all`},
+		{"bad study", []string{"-study", "both"}, nil, 0, "", `-study: "both" is not contention, drill, hedging, ingest or all`},
 		{"bad clients", []string{"-clients", "10,x"}, nil, 0, "", `-clients: "x" is not a positive whole number`},
 		{"no clients", []string{"-clients", ","}, nil, 0, "", "-clients: no client count given"},
 		{"zero episodes", []string{"-episodes", "0"}, nil, 0, "", "-episodes must be at least 1"},

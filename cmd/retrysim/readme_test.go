@@ -70,7 +70,7 @@ func TestREADMEHedgingNumbersAreTheCommands(t *testing.T) {
 	var out bytes.Buffer
 	_, err = hedgingStudy(c, &out, io.Discard)
 	require.NoError(t, err)
-	text := readmeSection(t, "## The hedging study", "## Live runs")
+	text := readmeSection(t, "## The hedging study", "## The ingestion pipeline")
 	assertQuotedArePrinted(t, "hedging study", text, out.String())
 	// Its tables' rows are the command's rows, figure for figure, in order:
 	// the first table's at half the capacity, the second's overloaded.
@@ -190,4 +190,60 @@ func TestREADMEContentionNumbersAreTheCommands(t *testing.T) {
 	calls := func(name string) string { return count(int(math.Round(calls190[name]))) }
 	assert.Contains(t, text, fmt.Sprintf("At 190 clients full jitter needs %s write calls, exponential backoff without jitter %s and no backoff %s.",
 		calls("full jitter"), calls("exponential"), calls("no backoff")))
+}
+
+// TestREADMEIngestNumbersAreTheCommands checks the ingestion section: every
+// figure it quotes is one the study prints at its defaults, and its
+// tables' rows are the command's rows, figure for figure.
+func TestREADMEIngestNumbersAreTheCommands(t *testing.T) {
+	t.Parallel()
+	c, err := parseFlags([]string{"-study", "ingest", "-out", t.TempDir()}, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	_, err = ingestStudy(c, &out, io.Discard)
+	require.NoError(t, err)
+	text := readmeSection(t, "## The ingestion pipeline", "## Live runs")
+	assertQuotedArePrinted(t, "ingestion study", text, out.String())
+	// The command's rows, by table: "" for the backlog, "halves" and
+	// "doubles" for the change of C.
+	printed := map[string]map[string]string{}
+	table := ""
+	row := regexp.MustCompile(`^\s*([a-z +]+?(?: \(\d+\))?)\s{2,}(\d|not)`)
+	for _, line := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "The backlog after the outage"):
+			table = "backlog"
+		case strings.HasPrefix(line, "C halves"):
+			table = "halves"
+		case strings.HasPrefix(line, "C doubles"):
+			table = "doubles"
+		case line == "":
+			table = ""
+		case table != "":
+			if m := row.FindStringSubmatch(line); m != nil {
+				if printed[table] == nil {
+					printed[table] = map[string]string{}
+				}
+				rest := line[len(m[0])-len(m[2]):] // the cells after the name
+				printed[table][m[1]] = strings.Join(number.FindAllString(rest, -1), " ")
+			}
+		}
+	}
+	rows := 0
+	for _, line := range strings.Split(text, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.HasPrefix(line, "|---") || strings.HasPrefix(line, "| variant") || strings.HasPrefix(line, "| C |") {
+			continue
+		}
+		table, name, rest := "backlog", strings.TrimSpace(cells[1]), cells[2:]
+		if name == "halves" || name == "doubles" {
+			table, name, rest = name, strings.TrimSpace(cells[2]), cells[3:]
+		}
+		quoted := strings.Join(number.FindAllString(strings.Join(rest, "|"), -1), " ")
+		got, ok := printed[table][name]
+		require.True(t, ok, "the README's %s table has a row %q the command does not print", table, name)
+		assert.Equal(t, got, quoted, "the README's %s row for %s is not the command's", table, name)
+		rows++
+	}
+	assert.Equal(t, 3*5, rows)
 }

@@ -1,0 +1,528 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/seed93a044d1/retry"
+)
+
+// The constants of the Concurrency's limit control; the package doc says
+// why each has its value.
+const (
+	defaultInitialLimit = 20
+	defaultMinLimit     = 1
+	defaultMaxLimit     = 1000
+
+	// queueLow and queueHigh bound the attempts the limit lets wait in the
+	// dependency's queue, as fractions of the attempts in flight (and at
+	// least 1 and 2): below queueLow the limit may grow, above queueHigh it
+	// is cut. Some queue is needed, or the client could not tell a limit
+	// at the dependency's capacity from one below it; a tenth keeps the
+	// extra latency within a tenth of the base.
+	queueLow  = 0.05
+	queueHigh = 0.10
+
+	// growth is the step the limit grows by in a round, as a fraction of
+	// those in flight (and at least 1): half the band between queueLow and
+	// queueHigh, so that one step never jumps over it. fastGrowth is the
+	// step at first, and once fastRounds rounds in a row have grown with
+	// no queue showing at all: from 20 to 200 in 11 rounds, and never more
+	// than 1.25 times what was in flight when the dependency last showed
+	// no queue.
+	growth     = (queueHigh - queueLow) / 2
+	fastGrowth = 1.25
+	fastRounds = 4
+
+	// throttleCut is the limit after a round with a throttling answer, as
+	// a fraction of the limit: AIMD's decrease, at most once a round.
+	throttleCut = 0.9
+
+	// The least latency, the base, is measured again at a pinned low limit
+	// (half the limit) every probeEvery rounds, after probeFirst,
+	// 2*probeFirst... at first, over probeSamples attempts.
+	probeFirst   = 16
+	probeEvery   = 256
+	probeSamples = 16
+)
+
+// Concurrency is a [retry.Concurrency] that needs no configured limit: it
+// learns how many attempts may be in flight at once to a dependency from
+// their latencies and from throttling answers, and bounds every attempt of
+// every call that shares it to that many. It keeps as many in flight as
+// fill the dependency with a short queue: when the least latency of a
+// round of attempts shows more of them waiting at the dependency than a
+// tenth of those in flight, the limit is cut to what the dependency served
+// plus a short queue; when it shows less than a twentieth and the limit
+// was reached, the limit grows by one slot, or by a quarter while no queue
+// shows at all. A throttling answer (see the package doc) cuts the limit to
+// 0.9 of itself, once a round. How it moves, and why this and not another
+// algorithm, is in the package doc.
+//
+// Put one Concurrency in the [retry.Policy] of every call to one
+// dependency:
+//
+//	slots := &adaptive.Concurrency{}
+//	policy := retry.Policy{Concurrency: slots, Budget: retry.NewBudget(0.1, 1)}
+//
+// The zero value is ready to use: it starts at 20 slots and stays between
+// 1 and 1000. Set InitialLimit, MinLimit and MaxLimit, if wanted, before
+// the first Acquire and do not change them after. A Concurrency is safe for
+// concurrent use by any number of goroutines, and must not be copied after
+// first use. It reads no clock, except to bound a wait by the time given to
+// Acquire: it learns from the durations the loop gives it, so a simulation
+// in virtual time may drive it through TryAcquire.
+//
+// An attempt that finds every slot taken waits, in arrival order, until
+// one is given back or the limit grows, its context ends, or it could no
+// longer start in time (see [retry.Concurrency]). A slot freed goes to the
+// longest waiter at once: a newcomer never takes it first.
+type Concurrency struct {
+	// InitialLimit is the limit before anything has been learned. 0 or
+	// less means 20; it is held within MinLimit and MaxLimit.
+	InitialLimit int
+
+	// MinLimit is the fewest slots the limit is ever cut to, so that it
+	// keeps learning. 0 or less means 1.
+	MinLimit int
+
+	// MaxLimit is the most slots the limit ever grows to. 0 or less means
+	// 1000; below MinLimit it counts as MinLimit.
+	MaxLimit int
+
+	mu       sync.Mutex
+	ready    bool
+	limit    float64
+	inFlight int
+	waiters  []*waiter // in arrival order; a waiter given a slot is removed
+	free     *slot     // slots given back, oldest first, to be given out again
+	freeEnd  *slot
+	taken    uint64 // slots given out, ever: each slot's number
+
+	base   time.Duration // the least latency measured, 0 until known
+	round  round
+	rounds int // rounds since the last probe
+	probes int
+	streak int // rounds in a row that grew with no queue, capped
+	probe  baseProbe
+}
+
+// slot is one slot given out. Its release is made once, when the slot is
+// first needed, and given out again with the slot: a slot costs no
+// allocation once as many have been made as are ever in flight at once.
+type slot struct {
+	c        *Concurrency
+	n        uint64 // its number among the slots given out
+	inFlight int    // slots taken when it was, itself included
+	full     bool   // it took the last slot the limit allowed
+	held     bool
+	next     *slot
+	release  func(time.Duration, error)
+}
+
+// waiter is one attempt waiting for a slot. ready is closed when it is
+// given one, s.
+type waiter struct {
+	ready chan struct{}
+	s     *slot
+}
+
+// round gathers what the attempts of one round trip told: those given a
+// slot after it began (numbered above from), until need of them have
+// ended.
+//
+// The attempts that succeeded or timed out tell how many waited in the
+// dependency's queue: with n in flight on average and a mean latency of d,
+// the dependency answered n/d a second (Little's law), which kept n*base/d
+// of them in service, base being the mean latency of an attempt that does
+// not wait; the rest waited. This is Vegas's estimate, with means rather
+// than the least latency, which in a closed loop picks the attempts that
+// were luckiest in the queue and sees a third of it. The round sums its
+// attempts, and those that took the last slot the limit allowed (full).
+type round struct {
+	from      uint64
+	need      int
+	seen      int
+	throttled bool
+	all, full sums
+}
+
+// sums adds up attempts: how many, and the slots in flight and the
+// latencies they saw.
+type sums struct {
+	k, n float64
+	d    time.Duration
+}
+
+func (q *sums) add(n int, d time.Duration) {
+	q.k++
+	q.n += float64(n)
+	q.d += d
+}
+
+// mean returns the mean latency, 0 if nothing was added.
+func (q *sums) mean() time.Duration {
+	if q.k == 0 {
+		return 0
+	}
+	return time.Duration(float64(q.d) / q.k)
+}
+
+// queue returns the mean number in flight, and how many of them the
+// dependency served and how many waited, by the base latency base; ok is
+// false if nothing was added.
+func (q *sums) queue(base time.Duration) (n, served, queued float64, ok bool) {
+	if q.k == 0 || base <= 0 {
+		return 0, 0, 0, false
+	}
+	n = q.n / q.k
+	served = n * min(float64(base)/float64(q.mean()), 1)
+	return n, served, n - served, true
+}
+
+// baseProbe is a measurement of the base latency at a pinned limit: of the
+// attempts given a slot after it began, which start with no more than
+// pin in flight.
+type baseProbe struct {
+	on   bool
+	from uint64
+	pin  int
+	seen int
+	ok   sums // its successes
+}
+
+// Acquire takes a slot, or waits for one; see [retry.Concurrency]. It
+// returns a slot at once when one is free and no attempt waits; otherwise
+// it waits in arrival order, and returns [retry.ErrNoSlot] when by (if not
+// zero) passes first, or context.Cause(ctx) when ctx ends first. An attempt
+// whose ctx has already ended, or whose by has already passed, does not
+// wait.
+//
+// The release returned gives the slot back and tells the Concurrency how
+// the attempt went: call it exactly once, with the attempt's duration and
+// its error as the loop gives them: nil for a success, an error that Is
+// context.Canceled for an attempt that says nothing of the dependency (it
+// is not learned), the attempt's error otherwise. A second call of the same
+// release is ignored as long as the slot has not been given out again (it
+// is given out again only once every slot given back before it has been);
+// after that it would give back the new holder's slot, which the new
+// holder's own release then leaves alone: the count stays right, but one
+// attempt more than the limit may be in flight until then.
+func (c *Concurrency) Acquire(ctx context.Context, by time.Time) (func(time.Duration, error), error) {
+	c.mu.Lock()
+	if s := c.tryTake(); s != nil {
+		c.mu.Unlock()
+		return s.release, nil
+	}
+	if err := ctx.Err(); err != nil {
+		c.mu.Unlock()
+		return nil, context.Cause(ctx)
+	}
+	var stop <-chan time.Time
+	if !by.IsZero() {
+		d := time.Until(by)
+		if d <= 0 {
+			c.mu.Unlock()
+			return nil, retry.ErrNoSlot
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		stop = t.C
+	}
+	w := &waiter{ready: make(chan struct{})}
+	c.waiters = append(c.waiters, w)
+	c.mu.Unlock()
+
+	var err error
+	select {
+	case <-w.ready:
+		return w.s.release, nil
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	case <-stop:
+		err = retry.ErrNoSlot
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.s != nil {
+		// Given a slot as it gave up: pass it on, learning nothing.
+		c.giveBack(w.s)
+		c.handOn()
+		return nil, err
+	}
+	for i, o := range c.waiters {
+		if o == w {
+			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			break
+		}
+	}
+	return nil, err
+}
+
+// TryAcquire takes a slot if one is free and no attempt waits for one, and
+// never waits: ok is false otherwise. It is for a simulation that drives
+// the Concurrency on one goroutine in virtual time, and keeps its own queue
+// of the attempts waiting; its release is Acquire's.
+func (c *Concurrency) TryAcquire() (release func(time.Duration, error), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.tryTake(); s != nil {
+		return s.release, true
+	}
+	return nil, false
+}
+
+// tryTake takes a slot if one is free and nobody waits. c.mu is held.
+func (c *Concurrency) tryTake() *slot {
+	c.setup()
+	if len(c.waiters) > 0 || c.inFlight >= c.admit() {
+		return nil
+	}
+	return c.take()
+}
+
+// setup gives the limit its initial value, once. c.mu is held.
+func (c *Concurrency) setup() {
+	if c.ready {
+		return
+	}
+	c.ready = true
+	c.limit = float64(c.initialLimit())
+	c.streak = fastRounds
+	c.startProbe() // the base latency, before anything else
+}
+
+// take gives out a slot. c.mu is held, and a slot is free.
+func (c *Concurrency) take() *slot {
+	s := c.free
+	if s != nil {
+		c.free = s.next
+		if c.free == nil {
+			c.freeEnd = nil
+		}
+		s.next = nil
+	} else {
+		s = &slot{c: c}
+		s.release = s.giveBack
+	}
+	c.taken++
+	c.inFlight++
+	s.n, s.inFlight, s.held = c.taken, c.inFlight, true
+	s.full = !c.probe.on && c.inFlight >= c.admit()
+	return s
+}
+
+// giveBack is the release of slot s.
+func (s *slot) giveBack(d time.Duration, err error) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !s.held {
+		return // released already
+	}
+	c.giveBack(s)
+	if !errors.Is(err, context.Canceled) {
+		c.learn(s, d, err)
+	}
+	c.handOn()
+}
+
+// giveBack frees s for the next taker: the one given back longest ago is
+// given out first. c.mu is held.
+func (c *Concurrency) giveBack(s *slot) {
+	s.held = false
+	c.inFlight--
+	if c.freeEnd == nil {
+		c.free = s
+	} else {
+		c.freeEnd.next = s
+	}
+	c.freeEnd = s
+}
+
+// handOn gives free slots to the longest waiters. c.mu is held.
+func (c *Concurrency) handOn() {
+	for len(c.waiters) > 0 && c.inFlight < c.admit() {
+		w := c.waiters[0]
+		c.waiters[0] = nil
+		c.waiters = c.waiters[1:]
+		w.s = c.take()
+		close(w.ready)
+	}
+}
+
+// admit returns the most slots that may be taken now: the limit, or the
+// pin while the base latency is measured again. c.mu is held.
+func (c *Concurrency) admit() int {
+	if c.probe.on {
+		return c.probe.pin
+	}
+	return int(c.limit)
+}
+
+// learn is told how the attempt of slot s ended, unless it was cut. c.mu is
+// held.
+func (c *Concurrency) learn(s *slot, d time.Duration, err error) {
+	d = max(d, time.Nanosecond)
+	throttle := err != nil && throttled(err)
+	latency := err == nil || (!throttle && timedOut(err))
+	if !throttle && !latency {
+		return // a failure that is neither: it may have come at once, and tells nothing of the load
+	}
+	if p := &c.probe; p.on {
+		if s.n <= p.from {
+			return // taken before the pin
+		}
+		p.seen++
+		if err == nil {
+			p.ok.add(s.inFlight, d)
+		}
+		if p.seen >= min(p.pin, probeSamples) {
+			if b := p.ok.mean(); b > 0 {
+				c.base = b
+			}
+			p.on = false
+			c.rounds = 0
+			c.probes++
+			c.newRound()
+		}
+		return
+	}
+	r := &c.round
+	if s.n <= r.from {
+		return // taken before the round began: old news
+	}
+	r.seen++
+	if throttle {
+		r.throttled = true
+	} else {
+		r.all.add(s.inFlight, d)
+		if s.full {
+			r.full.add(s.inFlight, d)
+		}
+	}
+	if r.seen >= r.need {
+		c.endRound()
+	}
+}
+
+// endRound moves the limit by what the round told, and begins the next
+// one, or a probe. c.mu is held.
+func (c *Concurrency) endRound() {
+	r := &c.round
+	if m := r.all.mean(); m > 0 && m < c.base {
+		// No queue makes attempts faster than the base: it was measured
+		// when the dependency was slower.
+		c.base = m
+	}
+	streak := c.streak
+	c.streak = 0
+	if r.throttled {
+		c.limit *= throttleCut
+	} else if n, served, queued, ok := r.all.queue(c.base); ok && queued > max(2, queueHigh*n) {
+		// Too long a queue: down to what the dependency served and a
+		// short queue, but by half at most.
+		target := served + max(1.5, (queueLow+queueHigh)/2*served)
+		c.limit = max(min(c.limit, target), c.limit/2)
+	} else if n, _, queued, ok := r.full.queue(c.base); ok && queued < max(1, queueLow*n) {
+		// The limit held attempts back and the dependency had room: grow,
+		// only then, and by a bounded step.
+		n = min(c.limit, n)
+		step := n * growth
+		if queued < 1 {
+			if streak >= fastRounds {
+				step = n * (fastGrowth - 1)
+			}
+			c.streak = min(streak+1, fastRounds)
+		}
+		c.limit = max(c.limit, n+max(1, step))
+	}
+	c.limit = math.Min(math.Max(c.limit, float64(c.minLimit())), float64(c.maxLimit()))
+	c.rounds++
+	every := probeEvery
+	if c.probes < 5 {
+		every = probeFirst << (c.probes - 1)
+	}
+	if c.rounds >= every {
+		c.startProbe()
+		return
+	}
+	c.newRound()
+}
+
+// startProbe pins the limit to half of itself, to measure the base
+// latency. c.mu is held.
+func (c *Concurrency) startProbe() {
+	c.probe = baseProbe{on: true, from: c.taken, pin: max(c.minLimit(), int(c.limit)/2)}
+}
+
+// newRound begins a round with the slots taken from now on. c.mu is held.
+func (c *Concurrency) newRound() {
+	c.round = round{from: c.taken, need: max(1, (int(c.limit)+1)/2)}
+}
+
+// timedOut reports whether err, anywhere in its tree, is a timeout: its
+// attempt ran at least its duration, which is then a bound on the latency.
+func timedOut(err error) bool {
+	return find(err, isTimeout, 0) != nil
+}
+
+func isTimeout(err error) bool {
+	if err == context.DeadlineExceeded {
+		return true
+	}
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}
+
+// Limit returns the current limit: the most attempts it lets be in flight
+// at once, between MinLimit and MaxLimit. While it measures the base
+// latency again, for a round trip or two, it admits only half as many.
+func (c *Concurrency) Limit() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setup()
+	return int(c.limit)
+}
+
+// InFlight returns the number of slots taken now.
+func (c *Concurrency) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}
+
+// Waiting returns the number of attempts waiting for a slot now.
+func (c *Concurrency) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+func (c *Concurrency) minLimit() int {
+	if c.MinLimit <= 0 {
+		return defaultMinLimit
+	}
+	return c.MinLimit
+}
+
+func (c *Concurrency) maxLimit() int {
+	m := c.MaxLimit
+	if m <= 0 {
+		m = defaultMaxLimit
+	}
+	return max(m, c.minLimit())
+}
+
+func (c *Concurrency) initialLimit() int {
+	l := c.InitialLimit
+	if l <= 0 {
+		l = defaultInitialLimit
+	}
+	return min(max(l, c.minLimit()), c.maxLimit())
+}
+
+var _ retry.Concurrency = (*Concurrency)(nil)
