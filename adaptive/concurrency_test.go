@@ -78,7 +78,7 @@ func TestConcurrencyDrainsABacklog(t *testing.T) {
 				})
 				return took
 			}
-			fixed := drain(&retry.ConcurrencyLimit{Limit: c})
+			fixed := drain(&retry.ConcurrencyLimit{Slots: c})
 			learned := drain(&adaptive.Concurrency{})
 			t.Logf("C = %d: fixed %v, learned %v (%.3f)", c, fixed, learned, float64(learned)/float64(fixed))
 			assert.LessOrEqual(t, float64(learned), 1.15*float64(fixed), "fixed %v, learned %v", fixed, learned)
