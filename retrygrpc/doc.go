@@ -146,6 +146,35 @@
 // SendMsg. Retry such a call above the stream, where the whole exchange can
 // be started again.
 //
+// # Concurrency and circuit breakers
+//
+// Policy.Concurrency and Policy.Breaker bound every attempt, as in
+// [retry.Do]: the first, each retry and each hedge of a unary call, and each
+// attempt of a stream. A unary attempt holds its slot until its status
+// arrives, which the server sends once its handler has returned. A hedge
+// starts only if a slot is free at once; one that loses gives its slot back
+// as soon as its attempt returns, cancelled, and the server may run its
+// handler a moment longer, until it sees the stream reset, so with hedging
+// a server can for that moment be working on more calls than there are
+// slots.
+//
+// A stream's attempt ends when the stream commits (a client-streaming or
+// bidirectional stream's, when it opens): its slot is given back and its
+// Breaker told then, and the rest of the stream runs outside both. So a
+// Concurrency bounds the streams being started, not the streams open, and
+// a stream that fails after commit has counted as a success in the
+// breaker; to
+// bound open streams, take a slot of another Concurrency with Policy.Admit
+// before opening one and give it back when it ends.
+//
+// A Breaker counts the failures the classifier retries (UNAVAILABLE, a
+// DEADLINE_EXCEEDED), never a status it stops on (NOT_FOUND,
+// INVALID_ARGUMENT). While it refuses, a call sends nothing and fails at
+// once: errors.Is(err, [retry.ErrBreakerOpen]) holds, and the Reason of its
+// [*retry.Error] has a method Until() time.Time. A call that finds no slot
+// in time fails with [retry.ErrNoSlot] in the same way. See Errors for
+// their status.
+//
 // # grpc-go's own retries
 //
 // grpc-go retries the methods that a service config gives a retryPolicy,
@@ -188,7 +217,11 @@
 // Giving up early because no attempt could fit before the deadline keeps
 // the last attempt's status, or is DEADLINE_EXCEEDED if no attempt was
 // made (the limiter's next token comes too late); errors.Is(err,
-// context.DeadlineExceeded) is true then.
+// context.DeadlineExceeded) is true then. A call that the Breaker refused,
+// or that found no Concurrency slot, keeps the last attempt's status too,
+// or is UNAVAILABLE if no attempt was made, as grpc-go's own client-side
+// circuit breaking reports a call it drops; errors.Is(err,
+// retry.ErrBreakerOpen) or errors.Is(err, retry.ErrNoSlot) says which.
 //
 // # Call options
 //

@@ -32,7 +32,11 @@ func (e *callError) GRPCStatus() *status.Status { return e.status }
 // before the deadline because no attempt could fit (retry.ErrNoTimeLeft)
 // keeps the last attempt's status, which says what went wrong; with no
 // attempt at all, the status is DEADLINE_EXCEEDED, as if the deadline had
-// come.
+// come. A call that the policy's Breaker or Concurrency stopped before any
+// attempt is UNAVAILABLE, the code grpc-go itself gives a call that its
+// client-side circuit breaking or load balancer drops: nothing was sent,
+// and the service may be reached later; after an attempt, such a stop keeps
+// the last attempt's status, as the loop's other reasons do.
 func callFailed(ctx context.Context, err error) error {
 	var re *retry.Error
 	if !errors.As(err, &re) {
@@ -42,10 +46,13 @@ func callFailed(ctx context.Context, err error) error {
 	switch {
 	case re.Last == nil && errors.Is(re.Reason, retry.ErrNoTimeLeft):
 		st = status.New(codes.DeadlineExceeded, re.Error())
+	case re.Last == nil && (errors.Is(re.Reason, retry.ErrBreakerOpen) || errors.Is(re.Reason, retry.ErrNoSlot)):
+		st = status.New(codes.Unavailable, re.Error())
 	case errors.Is(re.Reason, retry.ErrNoTimeLeft), errors.Is(re.Reason, retry.ErrExhausted),
 		errors.Is(re.Reason, retry.ErrNotRetryable), errors.Is(re.Reason, retry.ErrBudgetExhausted),
 		errors.Is(re.Reason, retry.ErrServerDelay), errors.Is(re.Reason, retry.ErrAlreadyRetried),
-		errors.Is(re.Reason, retry.ErrNotIdempotent):
+		errors.Is(re.Reason, retry.ErrNotIdempotent), errors.Is(re.Reason, retry.ErrBreakerOpen),
+		errors.Is(re.Reason, retry.ErrNoSlot):
 		// The loop's own reasons: the last attempt's status says what went
 		// wrong, even if the caller's context has ended since.
 	case ctx.Err() != nil:

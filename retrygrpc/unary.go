@@ -31,7 +31,8 @@ import (
 // deadline. It then returns an error that holds a [*retry.Error] (reach it
 // with errors.As) and whose gRPC status ([status.Code], [status.FromError])
 // is the last attempt's, or the context's if the caller's context ended the
-// call. The reply holds what the last attempt decoded into it, if anything.
+// call, or UNAVAILABLE if the policy's Breaker or Concurrency stopped it
+// before any attempt. The reply holds what the last attempt decoded into it, if anything.
 //
 // A Policy with Hedge set (see [HedgingPolicy]) hedges the calls of methods
 // declared idempotent whose reply is a proto.Message: attempts then run at

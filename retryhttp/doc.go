@@ -64,11 +64,12 @@
 // connection goes back to the pool.
 //
 // When retrying stops on a response (a status that is not retried, attempts
-// or budget exhausted, or a server delay above Policy.MaxRetryAfter or past
-// the deadline), RoundTrip returns that last response, body unread, and a nil
-// error, as net/http does. A transport error (and a stop before any
-// response, or during a wait) comes back as a [*retry.Error] holding the last
-// attempt's error; an [http.Client] wraps it in a [*url.Error], and errors.Is
+// or budget exhausted, a server delay above Policy.MaxRetryAfter or past
+// the deadline, or a Breaker that will refuse the retry), RoundTrip returns
+// that last response, body unread, and a nil error, as net/http does. A
+// transport error (and a stop before any response, or during or at the end
+// of a wait, as when no Concurrency slot is found for the retry) comes back
+// as a [*retry.Error] holding the last attempt's error; an [http.Client] wraps it in a [*url.Error], and errors.Is
 // and errors.As reach it through both. If the request's context ends while a
 // response is held, the response is closed and RoundTrip returns a
 // *retry.Error whose Reason is the context's cause.
@@ -86,6 +87,43 @@
 // A discarded response's drain is bounded by AttemptTimeout again (by one
 // second without one), and by the request's context; a drain cut short
 // closes its connection.
+//
+// # Concurrency and circuit breakers
+//
+// Policy.Concurrency and Policy.Breaker bound every attempt of every
+// request that shares them, first attempts, retries and hedges alike, as
+// they do in [retry.Do]. An attempt holds its slot from its start until its
+// response headers arrive or it fails: the end of RoundTrip's attempt, when
+// the core gives the slot back. The body of the response returned is read
+// outside any slot, as Policy.AttemptTimeout does not bound it either, so a
+// ConcurrencyLimit bounds the requests waiting for an answer, not the
+// bodies still open; to bound those too, take a slot of another
+// Concurrency (with Policy.Admit) before the request and give it back when
+// the body is closed. A hedge starts
+// only if a slot is free at once. A hedge that loses gives its slot back as
+// soon as its attempt returns, cancelled; the server may still be working
+// on it until it sees the cancellation (a closed HTTP/1.1 connection, a
+// reset HTTP/2 stream), so, with hedging, a server can for that moment be
+// working on more requests than there are slots.
+//
+// A Breaker counts the failures the classifier retries (a 503, a reset
+// connection), never a status it stops on (a 404, a 400). While it refuses,
+// RoundTrip sends nothing and returns a nil response and a [*retry.Error]
+// whose Reason Is [retry.ErrBreakerOpen] and has a method Until() time.Time.
+// A request that has had a response stops by the rule above: on that
+// response, with a nil error, when the breaker is known to refuse the
+// retry as it is planned (the response opened it, say); with a
+// *retry.Error whose Last is the response's [*retry.ResponseError], its
+// Reason ErrBreakerOpen or [retry.ErrNoSlot], when the breaker refuses, or
+// no slot is found, at the end of the wait, the response having been drained
+// by then. Either way, a loop around the client stops with the same
+// reason.
+//
+// The wait for a slot counts against the request's context: a request
+// whose deadline comes while it waits returns then, with a *retry.Error
+// whose Reason is ErrNoSlot (it could no longer start Policy.MinAttemptTime
+// before the deadline, or the Concurrency's queue was full) or the
+// context's cause.
 //
 // # Requests that can never be sent
 //

@@ -29,8 +29,9 @@ import (
 //
 // RoundTrip stops as [retry.Do] does: when the request's context ends or
 // Timeout passes, the error or status is not retried, no attempts are left,
-// the budget refuses, or the server's delay is above the ceiling or would
-// pass the deadline. See the package documentation for what it returns
+// the budget refuses, the server's delay is above the ceiling or would
+// pass the deadline, the policy's Breaker refuses, or no Concurrency slot
+// is found in time. See the package documentation for what it returns
 // then.
 type Transport struct {
 	// Base sends each attempt. nil means http.DefaultTransport.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 
@@ -12,58 +13,54 @@ import (
 	"github.com/seed93a044d1/retry/examples/breaker"
 )
 
-// A dependency that is down: every request resets the connection. The
-// breaker opens after three failures in a row, within the first call; the
-// call then stops at once, with the breaker's error as its reason, and the
-// next call does not reach the dependency at all.
+// A dependency that answers "not found" for a while, then is down: every
+// request resets the connection. The answers the classifier stops on say
+// nothing of its health and leave the breaker closed; the resets open it
+// after three failures in a row, within one call, which then stops at once
+// rather than spend its last attempts; the next call does not reach the
+// dependency at all, and a retry loop around the call stops too.
 func Example() {
+	errNotFound := retry.Permanent(errors.New("not found"))
 	reached := 0
-	fetch := func(context.Context) (string, error) {
-		reached++
-		return "", syscall.ECONNRESET
-	}
-	cb := gobreaker.NewCircuitBreaker[string](breaker.Settings("prices", func(c gobreaker.Counts) bool {
-		return c.ConsecutiveFailures >= 3
-	}))
-	policy := retry.Policy{MaxAttempts: 5, Backoff: retry.Constant(0)} // waits of 0 to run at once; the default starts at 100ms
-	call := func(ctx context.Context) (string, error) {
-		return retry.DoValue(ctx, func(ctx context.Context) (string, error) {
-			return breaker.Attempt(ctx, cb, fetch)
-		}, policy)
-	}
+	var answer error
+	fetch := func(context.Context) error { reached++; return answer }
 
+	b := breaker.New(gobreaker.Settings{
+		Name:        "prices",
+		Timeout:     time.Minute,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
+	})
+	policy := retry.Policy{MaxAttempts: 5, Backoff: retry.Constant(0), Breaker: b} // waits of 0 to run at once
+	call := func(ctx context.Context) error { return retry.Do(ctx, fetch, policy) }
+
+	answer = errNotFound
+	for range 5 {
+		_ = call(context.Background())
+	}
+	fmt.Printf("after 5 not found: %d reached, breaker %v, %d failures counted\n",
+		reached, b.State(), b.Counts().TotalFailures)
+
+	answer = syscall.ECONNRESET
 	for i := 1; i <= 2; i++ {
 		reached = 0
-		_, err := call(context.Background())
+		err := call(context.Background())
 		var re *retry.Error
 		errors.As(err, &re)
-		fmt.Printf("call %d: %d attempts, %d reached the dependency; reason: %v; breaker open: %v\n",
-			i, re.Attempts, reached, re.Reason, errors.Is(err, gobreaker.ErrOpenState))
+		var open interface{ Until() time.Time }
+		errors.As(re.Reason, &open)
+		fmt.Printf("call %d: %d attempts, %d reached; breaker open: %v, half-open in %v\n",
+			i, re.Attempts, reached, errors.Is(err, retry.ErrBreakerOpen), time.Until(open.Until()).Round(time.Minute))
 	}
 
-	// A retry loop around this one, a retrying client say, does not retry
-	// the refusal either: it stops after its first attempt, with the same
-	// reason.
 	outer := 0
 	err := retry.Do(context.Background(), func(ctx context.Context) error {
 		outer++
-		_, err := call(ctx)
-		return err
+		return call(ctx)
 	}, retry.Policy{MaxAttempts: 4, Backoff: retry.Constant(0)})
-	var re *retry.Error
-	errors.As(err, &re)
-	fmt.Printf("outer loop: %d attempt; reason: %v\n", outer, re.Reason)
-
-	// Without the Open wrapper, the breaker's refusal is an error like any
-	// other, and the loop retries it until its attempts run out.
-	_, err = retry.DoValue(context.Background(), func(context.Context) (string, error) {
-		return cb.Execute(func() (string, error) { return fetch(context.Background()) })
-	}, policy)
-	errors.As(err, &re)
-	fmt.Printf("unwrapped: %d attempts; reason: %v\n", re.Attempts, re.Reason)
+	fmt.Printf("outer loop: %d attempt; breaker open: %v\n", outer, errors.Is(err, retry.ErrBreakerOpen))
 	// Output:
-	// call 1: 4 attempts, 3 reached the dependency; reason: circuit breaker is open; breaker open: true
-	// call 2: 1 attempts, 0 reached the dependency; reason: circuit breaker is open; breaker open: true
-	// outer loop: 1 attempt; reason: circuit breaker is open
-	// unwrapped: 5 attempts; reason: retry: attempts exhausted
+	// after 5 not found: 5 reached, breaker closed, 0 failures counted
+	// call 1: 3 attempts, 3 reached; breaker open: true, half-open in 1m0s
+	// call 2: 0 attempts, 0 reached; breaker open: true, half-open in 1m0s
+	// outer loop: 1 attempt; breaker open: true
 }
