@@ -292,7 +292,7 @@ func (c *Concurrency) setup() {
 	c.ready = true
 	c.limit = float64(c.initialLimit())
 	c.streak = fastRounds
-	c.startProbe() // the base latency, before anything else
+	c.newRound()
 }
 
 // take gives out a slot. c.mu is held, and a slot is free.
@@ -413,9 +413,10 @@ func (c *Concurrency) learn(s *slot, d time.Duration, err error) {
 // one, or a probe. c.mu is held.
 func (c *Concurrency) endRound() {
 	r := &c.round
-	if m := r.all.mean(); m > 0 && m < c.base {
-		// No queue makes attempts faster than the base: it was measured
-		// when the dependency was slower.
+	if m := r.all.mean(); m > 0 && (c.base == 0 || m < c.base) {
+		// The first round measures the base at the initial limit, until
+		// the first probe; later, no queue makes attempts faster than
+		// the base: it was measured when the dependency was slower.
 		c.base = m
 	}
 	streak := c.streak
@@ -443,8 +444,8 @@ func (c *Concurrency) endRound() {
 	c.limit = math.Min(math.Max(c.limit, float64(c.minLimit())), float64(c.maxLimit()))
 	c.rounds++
 	every := probeEvery
-	if c.probes < 5 {
-		every = probeFirst << (c.probes - 1)
+	if c.probes < 4 {
+		every = probeFirst << c.probes
 	}
 	if c.rounds >= every {
 		c.startProbe()
