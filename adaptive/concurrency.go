@@ -41,9 +41,12 @@ const (
 	// a fraction of the limit: AIMD's decrease, at most once a round.
 	throttleCut = 0.9
 
-	// The least latency, the base, is measured again at a pinned low limit
-	// (half the limit) every probeEvery rounds, after probeFirst,
-	// 2*probeFirst... at first, over probeSamples attempts.
+	// The base latency, the mean of attempts that do not wait, is first
+	// the mean of the first round, and is measured again at a pinned low
+	// limit (half the limit: if the limit is at most twice the capacity,
+	// nothing waits) after probeFirst, 2*probeFirst... rounds, then every
+	// probeEvery rounds, as the mean of probeSamples attempts (fewer if the
+	// pin is lower). A round's mean below the base lowers it at once.
 	probeFirst   = 16
 	probeEvery   = 256
 	probeSamples = 16
@@ -53,14 +56,16 @@ const (
 // learns how many attempts may be in flight at once to a dependency from
 // their latencies and from throttling answers, and bounds every attempt of
 // every call that shares it to that many. It keeps as many in flight as
-// fill the dependency with a short queue: when the least latency of a
-// round of attempts shows more of them waiting at the dependency than a
-// tenth of those in flight, the limit is cut to what the dependency served
-// plus a short queue; when it shows less than a twentieth and the limit
-// was reached, the limit grows by one slot, or by a quarter while no queue
-// shows at all. A throttling answer (see the package doc) cuts the limit to
-// 0.9 of itself, once a round. How it moves, and why this and not another
-// algorithm, is in the package doc.
+// fill the dependency with a short queue: when the mean latency of a round
+// trip's attempts, against that of attempts that do not wait, shows more
+// of them waiting at the dependency than a tenth of those in flight, the
+// limit is cut to what the dependency served plus a short queue; when it
+// shows less than a twentieth and the limit was reached, the limit grows
+// by 2.5% (at least one slot), or by a quarter while no queue shows at
+// all. A throttling answer (see the package doc) cuts the limit to 0.9 of
+// itself, once a round trip. Attempts the loop cut, whose error Is
+// context.Canceled, teach it nothing. How the limit moves, and why this and
+// not another algorithm, is in the package doc.
 //
 // Put one Concurrency in the [retry.Policy] of every call to one
 // dependency:
@@ -102,7 +107,7 @@ type Concurrency struct {
 	freeEnd  *slot
 	taken    uint64 // slots given out, ever: each slot's number
 
-	base   time.Duration // the least latency measured, 0 until known
+	base   time.Duration // the mean latency of attempts that do not wait, 0 until measured
 	round  round
 	rounds int // rounds since the last probe
 	probes int
@@ -292,7 +297,7 @@ func (c *Concurrency) setup() {
 	c.ready = true
 	c.limit = float64(c.initialLimit())
 	c.streak = fastRounds
-	c.startProbe() // the base latency, before anything else
+	c.newRound()
 }
 
 // take gives out a slot. c.mu is held, and a slot is free.
@@ -413,9 +418,10 @@ func (c *Concurrency) learn(s *slot, d time.Duration, err error) {
 // one, or a probe. c.mu is held.
 func (c *Concurrency) endRound() {
 	r := &c.round
-	if m := r.all.mean(); m > 0 && m < c.base {
-		// No queue makes attempts faster than the base: it was measured
-		// when the dependency was slower.
+	if m := r.all.mean(); m > 0 && (c.base == 0 || m < c.base) {
+		// The first round measures the base at the initial limit, until
+		// the first probe; later, no queue makes attempts faster than
+		// the base: it was measured when the dependency was slower.
 		c.base = m
 	}
 	streak := c.streak
@@ -443,8 +449,8 @@ func (c *Concurrency) endRound() {
 	c.limit = math.Min(math.Max(c.limit, float64(c.minLimit())), float64(c.maxLimit()))
 	c.rounds++
 	every := probeEvery
-	if c.probes < 5 {
-		every = probeFirst << (c.probes - 1)
+	if c.probes < 4 {
+		every = probeFirst << c.probes
 	}
 	if c.rounds >= every {
 		c.startProbe()

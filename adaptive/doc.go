@@ -1,8 +1,9 @@
-// Package adaptive holds two parts of a [retry.Policy] that learn from the
-// calls that share them, so that nothing about the dependency has to be
+// Package adaptive holds three parts of a [retry.Policy] that learn from
+// the calls that share them, so that nothing about the dependency has to be
 // configured: a [Limiter] that finds how many attempts a second the
-// provider accepts and paces every call to that, and a [Hedge] whose delay
-// is a quantile of the latencies the calls have seen.
+// provider accepts and paces every call to that, a [Concurrency] that finds
+// how many attempts may be in flight at once, and a [Hedge] whose delay is
+// a quantile of the latencies the calls have seen.
 //
 //	var (
 //		apiLimiter = &adaptive.Limiter{}
@@ -11,8 +12,9 @@
 //	policy := retry.Policy{Limiter: apiLimiter, Budget: retry.NewBudget(0.1, 1)}
 //	hedged := retry.Policy{Limiter: apiLimiter, Hedge: apiHedge, Budget: retry.NewBudget(0.05, 1)}
 //
-// Both learn through a method Learn(d time.Duration, err error) that the
-// retry loop calls after each attempt; neither needs more than the standard
+// The Limiter and the Hedge learn through a method Learn(d time.Duration,
+// err error) that the retry loop calls after each attempt, the Concurrency
+// through the release of each slot; none needs more than the standard
 // library and the retry package.
 //
 // # What the Limiter counts as throttling
@@ -118,6 +120,69 @@
 //
 // Virtual times must not go back; the first one given is the Limiter's
 // origin (its per-second counters start there).
+//
+// # The Concurrency
+//
+// A [Concurrency] keeps as many attempts in flight as fill the dependency
+// with a short queue, learnt round trip by round trip. A round is the
+// attempts given a slot after it began, until half the limit of them have
+// ended; attempts given a slot before it are old news, and the attempts
+// the loop cut (their error Is context.Canceled: a hedge lost, the caller
+// left, a 404) are not learned at all. So one decision is made per round
+// trip, on the attempts the last decision admitted:
+//
+//   - A round with a throttling answer (the Limiter's kinds) cuts the
+//     limit to 0.9 of itself, AIMD's decrease, once.
+//   - Otherwise the successes and timeouts of the round tell the queue at
+//     the dependency: with n in flight on average and a mean latency of d,
+//     it answered n/d a second (Little's law), which kept n*base/d of them
+//     in service, base being the mean latency of attempts that do not wait;
+//     the rest waited. More waiting than a tenth of n (at least 2) cuts the
+//     limit to those served plus 7.5% of them (at least 1.5), but by half
+//     at most. Fewer than a twentieth (at least 1), among the attempts that
+//     took the last slot the limit allowed, grows it by 2.5% of n (at least
+//     1): half the width of that band, so one step never jumps over it.
+//     While no attempt waited at all for four rounds in a row, and at
+//     first, each step is a quarter instead, to find a large capacity fast
+//     (20 to 200 in 11 round trips).
+//   - It grows only when the attempts used the slots it had, and then by a
+//     bounded step per round trip: a limit that is not reached never
+//     rises, and a steady overload is read against a fixed base, not
+//     against recent latencies that the overload itself raised.
+//   - The base is the mean latency of the first round, and is measured
+//     again with the limit pinned to half of itself (if the limit is at
+//     most twice the capacity, nothing then waits) for the 16 attempts
+//     after 16, 32, 64 and 128 rounds, then every 256 rounds; the pin
+//     costs about one round trip of half the attempts. A round whose mean
+//     is below the base lowers it at once. Other failures (a 500, a reset)
+//     may come at once and say nothing of the load: they are not learned.
+//   - It stays within MinLimit and MaxLimit (default 1 and 1000) and
+//     starts at InitialLimit (default 20).
+//
+// Why this and not the others. TCP Vegas, which compares the latency to
+// the least one seen, estimates the queue from the least latency of a
+// round; against a dependency that serves many at once, the least picks
+// the attempt luckiest in the queue and sees a third of it, while means
+// obey Little's law with no margin for noise. Gradient2 (Netflix's
+// concurrency-limits) compares a short-term latency to a long-term average
+// and adds a queue allowance every round: under a modest, steady overload
+// the long-term average rises to meet the short-term one, the gradient
+// stays near 1 and the allowance makes the limit grow without bound
+// (Netflix/concurrency-limits#134), and a latency held at a timeout has no
+// variation for it to see (#137). Here the reference is a base measured
+// only when nothing waits, as Envoy's adaptive concurrency filter
+// re-measures its minimum latency at a pinned low concurrency, and growth
+// needs a limit that was reached. AIMD alone, on failures, learns only by
+// overloading the dependency until it times out or refuses, so it lives at
+// the edge of collapse; it is kept here for throttling answers, which are
+// the dependency's own word that it is over its share and often come with
+// no rise in latency. Against a storage that serves C writes at once and
+// queues the rest (20 ms each, up to 10% more), with 3C writers, for C of
+// 20, 50 and 200: the limit settles between C and 1.15C, a backlog drains
+// within 1.02 times as long as at the best fixed limit, C, and when C
+// halves or doubles, every 5 s window from 5 s after the change holds at
+// most 1.3 times the new C in flight and writes at least 0.8 of what it
+// serves (the package README has the figures).
 //
 // # The Hedge
 //

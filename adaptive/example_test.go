@@ -83,3 +83,24 @@ func ExampleHedge() {
 	// 19ms
 	// <nil>
 }
+
+// One Concurrency for every call to a dependency, with no limit configured:
+// it starts at 20 slots and learns the limit from the attempts' latencies
+// and throttling answers. The loop takes a slot for each attempt and gives
+// it back as the attempt ends; here a slot is taken and given back by hand,
+// as the loop does.
+func ExampleConcurrency() {
+	slots := &adaptive.Concurrency{}
+	policy := retry.Policy{Concurrency: slots, Budget: retry.NewBudget(0.1, 1)}
+	err := retry.Do(context.Background(), func(context.Context) error { return nil }, policy)
+	fmt.Println(err)
+
+	release, err := slots.Acquire(context.Background(), time.Time{})
+	fmt.Println(err, slots.InFlight(), "of", slots.Limit())
+	release(5*time.Millisecond, nil) // how long the attempt ran, and its error
+	fmt.Println(slots.InFlight(), "of", slots.Limit())
+	// Output:
+	// <nil>
+	// <nil> 1 of 20
+	// 0 of 20
+}
