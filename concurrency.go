@@ -33,7 +33,12 @@ type Concurrency interface {
 	// Acquire waits for a slot for one attempt and returns the function
 	// that gives it back. ctx is the caller's, and by, when not zero, the
 	// latest time the attempt may start (the caller's deadline less
-	// Policy.MinAttemptTime): Acquire must not wait past either. An error
+	// Policy.MinAttemptTime): Acquire must not wait past either. A by that
+	// has already come asks for a slot free now: Acquire takes one only if
+	// it need not wait for it (a Concurrency of a store asks it once). The
+	// loop asks so for a hedge, which is worth its load only if it starts
+	// on time, and on the goroutine that runs the hedged call's schedule:
+	// such an Acquire must return at once, or after one round trip. An error
 	// means no slot, and the call stops with it as its Reason, keeping the
 	// last attempt's error: ctx's cause when ctx ended, [ErrNoSlot] when
 	// by passed or a bounded queue was full, or the Concurrency's own (a

@@ -199,7 +199,9 @@ func NewConcurrency(store SlotStore, limit int, lease time.Duration, opts *Optio
 // for how the loop calls it, and [Concurrency] for how it waits). It stops
 // with context.Cause(ctx) when ctx ends, with [retry.ErrNoSlot] when by (if
 // not zero) passes first, and with an error that [errors.Is]
-// ErrUnavailable when the store fails and the Concurrency fails closed.
+// ErrUnavailable when the store fails and the Concurrency fails closed. A
+// by that has already come (a hedge's) asks the store once, and takes a
+// slot only if one is free then.
 func (c *Concurrency) Acquire(ctx context.Context, by time.Time) (func(time.Duration, error), error) {
 	if c == nil || c.store == nil {
 		return nil, errZeroConcurrency
@@ -211,7 +213,7 @@ func (c *Concurrency) Acquire(ctx context.Context, by time.Time) (func(time.Dura
 	if !by.IsZero() {
 		d := time.Until(by)
 		if d <= 0 {
-			return nil, retry.ErrNoSlot
+			return c.tryNow(ctx)
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -235,6 +237,51 @@ func (c *Concurrency) Acquire(ctx context.Context, by time.Time) (func(time.Dura
 		<-c.gate
 	}
 	return release, err
+}
+
+// tryNow takes a slot only if one is free now, for an attempt that must not
+// wait for one (a hedge, whose by is its start): the store is asked once,
+// even if its last answer said it was full (slots may have come free since,
+// and no waiting Acquire may be asking), and while it is away the fallback
+// serves as for any Acquire.
+func (c *Concurrency) tryNow(ctx context.Context) (func(time.Duration, error), error) {
+	select {
+	case c.gate <- struct{}{}:
+	default:
+		return nil, retry.ErrNoSlot // this process holds or asks for the whole limit
+	}
+	release, err := c.tryGated(ctx)
+	if err != nil {
+		<-c.gate
+	}
+	return release, err
+}
+
+func (c *Concurrency) tryGated(ctx context.Context) (func(time.Duration, error), error) {
+	c.mu.Lock()
+	failing := c.fails > 0
+	c.mu.Unlock()
+	if failing {
+		if release, err, done := c.unavailable(); done {
+			return release, err
+		}
+		return nil, retry.ErrNoSlot
+	}
+	id, ok, err, gaveUp := c.ask(ctx, nil)
+	switch {
+	case gaveUp != nil:
+		return nil, gaveUp
+	case err != nil:
+		c.failed(err)
+		if release, err, done := c.unavailable(); done {
+			return release, err
+		}
+		return nil, retry.ErrNoSlot
+	case ok:
+		return c.holding(id), nil
+	}
+	c.answered(false)
+	return nil, retry.ErrNoSlot
 }
 
 // acquire takes a slot once the process's gate let it through: from the

@@ -535,3 +535,31 @@ func TestConcurrencyThroughDo(t *testing.T) {
 		assert.Zero(t, store.live(), "every lease released")
 	})
 }
+
+// A by that has already come (a hedge's) asks the store once: a slot free
+// then is taken, and none free means retry.ErrNoSlot at once, without a
+// wait.
+func TestConcurrencyTryNow(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &memSlots{latency: time.Millisecond}
+		c := newConcurrency(t, store, 1, time.Second, nil)
+		start := time.Now()
+		release, err := c.Acquire(t.Context(), time.Now())
+		require.NoError(t, err, "a free slot")
+		assert.Equal(t, 2*time.Millisecond, time.Since(start), "one round trip")
+
+		other := newConcurrency(t, store, 1, time.Second, nil)
+		start = time.Now()
+		_, err = other.Acquire(t.Context(), time.Now())
+		assert.ErrorIs(t, err, retry.ErrNoSlot)
+		assert.Equal(t, 2*time.Millisecond, time.Since(start), "one round trip, no wait")
+		release(0, nil)
+		time.Sleep(10 * time.Millisecond) // the release, made in the background
+		r2, err := other.Acquire(t.Context(), time.Now())
+		require.NoError(t, err, "asked again, though the last answer was full")
+		r2(0, nil)
+		time.Sleep(10 * time.Millisecond)
+		assert.Zero(t, store.live())
+	})
+}
