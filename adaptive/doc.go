@@ -169,7 +169,7 @@
 // the long-term average rises to meet the short-term one, the gradient
 // stays near 1 and the allowance makes the limit grow without bound
 // (Netflix/concurrency-limits#134), and a latency held at a timeout has no
-// variation for it to see (#137). Here the reference is a base measured
+// variation for it to see (Netflix/concurrency-limits#137). Here the reference is a base measured
 // only when nothing waits, as Envoy's adaptive concurrency filter
 // re-measures its minimum latency at a pinned low concurrency, and growth
 // needs a limit that was reached. AIMD alone, on failures, learns only by
