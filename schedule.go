@@ -15,7 +15,8 @@ import (
 //	cut.go       the context of a hedged attempt, which the call can cut
 //	schedule.go  the scheduler: every decision of a call, whoever runs its attempts
 //	...          the rules it applies: classify.go, backoff.go, jitter.go, limiter.go,
-//	             budget.go, deadline.go, observe.go, errors.go, policy.go
+//	             budget.go, concurrency.go, breaker.go, bounds.go, deadline.go,
+//	             observe.go, errors.go, policy.go
 //
 // Sequential retries are hedging with one attempt in flight: the scheduler
 // below judges the end of every attempt (judgeFailure, landAttempt), admits
