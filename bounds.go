@@ -29,13 +29,15 @@ func (b *bounds) held() bool { return b.release != nil || b.done != nil }
 // end, with health its end's news (see health), and empties b, so that
 // nothing is given back twice.
 func (b *bounds) settle(began, end time.Time, news error) {
-	if rel := b.release; rel != nil {
-		b.release = nil
-		rel(max(end.Sub(began), 0), news)
-	}
+	// The Breaker first: a waiter that the slot goes to is then let
+	// through, or not, knowing what this attempt said.
 	if done := b.done; done != nil {
 		b.done = nil
 		done(end, news)
+	}
+	if rel := b.release; rel != nil {
+		b.release = nil
+		rel(max(end.Sub(began), 0), news)
 	}
 }
 
