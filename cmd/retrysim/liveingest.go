@@ -139,7 +139,11 @@ func liveIngestLesson(results []ingest.Result, z liveIngestSize) string {
 	if none.Drained && fixed.Drained && none.Drain() > fixed.Drain() {
 		out += fmt.Sprintf(" No bound takes %s as long.", times(none.Drain(), fixed.Drain()))
 	}
-	out += fmt.Sprintf(" The rate limit, told the capacity, %s holding at most %s.", drains(*rl), count(rl.Peak))
+	out += fmt.Sprintf(" The rate limit, told the capacity, %s holding at most %s, with %s.", drains(*rl), count(rl.Peak), plural(rl.TimedOut, "timeout"))
+	if served := storedRate(*fixed, z.outage); fixed.Drained && served < liveIngestRate && rl.Peak > 2*liveIngestSlots {
+		out += fmt.Sprintf(" Real sleeps run long, so the storage serves %s writes a second, not %s: the rate told in advance is above "+
+			"what it serves, and the queue grows, where a bound on what is in flight does not care.", count(int(served)), count(liveIngestRate))
+	}
 	out += fmt.Sprintf(" The adaptive limit, told nothing, %s (%.2f times the fixed limit's) holding at most %s.",
 		drains(*a), a.Drain().Seconds()/fixed.Drain().Seconds(), count(a.Peak))
 	if a.InOutage > 0 {
