@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,6 +89,8 @@ func TestLiveAlone(t *testing.T) {
 	assert.Equal(t, defaultLiveJobs, c.liveJobs)
 	c.liveJobs = 40
 	c.liveCalls = 60
+	assert.Equal(t, defaultLiveIngest, c.liveIngest)
+	c.liveIngest = liveIngestSize{writes: 200, writers: 40, outage: 200 * time.Millisecond, horizon: time.Second}
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, execute(c, &stdout, &stderr), stderr.String())
 	out := stdout.String()
@@ -99,8 +104,16 @@ func TestLiveAlone(t *testing.T) {
 	}
 	assert.Contains(t, out, "What it shows: For real over HTTP/2, hedging at 10ms takes the p99.9 from")
 	assert.NotContains(t, out, "HEDGING STUDY")
-	assert.Contains(t, out, "Charts (2 SVG files) written to "+dir)
-	for _, name := range []string{"drill-live-as-given.svg", "drill-live-no-limiter.svg"} {
+	// The ingestion check: its rows, whatever the machine's speed made of
+	// their figures.
+	assert.Contains(t, out, "LIVE INGESTION: 200 writes left by a 0.2 s outage, 40 writers")
+	for _, name := range []string{"no bound", "rate limit alone", fmt.Sprintf("fixed limit (%d)", liveIngestSlots), "adaptive limit", "adaptive + breaker"} {
+		assert.Regexp(t, `(?m)^\s+`+regexp.QuoteMeta(name)+`\s+(\d|not in)`, out)
+	}
+	assert.Contains(t, out, "What it shows: With no bound the 40 writers hold up to")
+	assert.NotContains(t, out, "INGESTION PIPELINE")
+	assert.Contains(t, out, "Charts (3 SVG files) written to "+dir)
+	for _, name := range []string{"drill-live-as-given.svg", "drill-live-no-limiter.svg", "ingest-live.svg"} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
 		assert.NoError(t, wellFormed(data), name)

@@ -32,8 +32,10 @@
 // With -live it runs short checks for real instead (or as well, with
 // -study): the drill, with goroutines sending through retryhttp to a
 // loopback HTTP server that first hangs, then throttles with 429 and
-// Retry-After; and hedging through retryhttp against a loopback server
-// with the heavy tail, over HTTP/2 and HTTP/1.1.
+// Retry-After; hedging through retryhttp against a loopback server with
+// the heavy tail, over HTTP/2 and HTTP/1.1; and the ingestion pipeline,
+// writers through retryhttp draining a backlog into a loopback storage
+// that serves C writes at once and queues the rest.
 //
 // Usage:
 //
@@ -97,6 +99,9 @@ type config struct {
 	workers   int
 	liveJobs  int // not a flag: the live drill's size, smaller in tests
 	liveCalls int // not a flag: the live hedging check's calls, fewer in tests
+	// liveIngest is not a flag: the live ingestion check's size, smaller
+	// in tests.
+	liveIngest liveIngestSize
 }
 
 // Defaults, and what -quick changes them to.
@@ -117,14 +122,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintf(stderr, "Usage: retrysim [flags]\n\nRuns the contention study, the outage drill and the hedging study in virtual\ntime, prints their tables and what they show, and writes SVG charts. Flags:\n\n")
 		fs.PrintDefaults()
 	}
-	c := config{liveJobs: defaultLiveJobs, liveCalls: defaultLiveCalls}
+	c := config{liveJobs: defaultLiveJobs, liveCalls: defaultLiveCalls, liveIngest: defaultLiveIngest}
 	var clients string
 	fs.StringVar(&c.study, "study", "all", "which study to run: contention, drill, hedging, ingest or all (with -live alone: none)")
 	fs.StringVar(&clients, "clients", joinInts(defaultClients), "contention: client counts, comma-separated")
 	fs.IntVar(&c.episodes, "episodes", defaultEpisodes, "contention: episodes averaged per point")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed; the same seed gives the same numbers")
 	fs.BoolVar(&c.quick, "quick", false, fmt.Sprintf("a quicker contention sweep: clients %s only (unless -clients is given), the same points as the full sweep", joinInts(quickClients)))
-	fs.BoolVar(&c.live, "live", false, "run a short drill and a hedging check for real against loopback HTTP servers (about 10 s): alone, only those; with -study, after the studies")
+	fs.BoolVar(&c.live, "live", false, "run a short drill, a hedging check and an ingestion check for real against loopback HTTP servers (about 40 s): alone, only those; with -study, after the studies")
 	fs.StringVar(&c.out, "out", "", "folder for the SVG charts (default: a new temporary folder)")
 	fs.IntVar(&c.jobs, "jobs", sim.DrillJobs, "drill: number of notification jobs")
 	fs.IntVar(&c.calls, "calls", hedging.Calls, "hedging: calls per run")
@@ -258,6 +263,10 @@ func execute(c config, stdout, stderr io.Writer) error {
 		if err := liveHedging(c, stdout, stderr); err != nil {
 			return err
 		}
+		if files, err = liveIngest(c, stdout, stderr); err != nil {
+			return err
+		}
+		charts = append(charts, files...)
 	}
 	fmt.Fprintf(stderr, "done in %v\n", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "\nCharts (%d SVG files) written to %s\n", len(charts), c.out)

@@ -137,6 +137,10 @@ func TestREADMELiveIsTheCommand(t *testing.T) {
 	assert.Contains(t, text, fmt.Sprintf("%s GET calls, %d at a time", count(defaultLiveCalls), liveConcurrency))
 	assert.Contains(t, text, fmt.Sprintf("Hedge: retry.Constant(%v)", liveHedgeDelay))
 	assert.Contains(t, text, fmt.Sprintf("hangs for %s", dur(liveOutage)))
+	z := defaultLiveIngest
+	assert.Contains(t, text, fmt.Sprintf("%s writes left by a %s outage, %s writers", count(z.writes), dur(z.outage), count(z.writers)))
+	assert.Contains(t, text, fmt.Sprintf("serves C = %d writes at once, each sleeping 8 to 12 ms (%s a second)", liveIngestSlots, count(liveIngestRate)))
+	assert.Contains(t, text, fmt.Sprintf("drained %s after the return stops", dur(z.horizon)))
 }
 
 // TestREADMETimings checks that the run time the README's opening quotes

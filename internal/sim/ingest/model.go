@@ -114,6 +114,28 @@ type Config struct {
 	// Horizon ends a run that has not drained by then; its Drained is
 	// false. 0 means 10 minutes.
 	Horizon time.Duration
+
+	// Work, if set, is the storage's work for writer w's attempt k (from
+	// 0, over the whole run), and Draw the uniform draw in [0, 1) that
+	// retry.Next is given for writer w's failure k: draws that do not
+	// depend on the order in which the run makes them, so that a run of
+	// the same writers through retry.Do, on goroutines, draws the same
+	// (TestModelMatchesTheCore). Nil: both come from one source seeded by
+	// Seed, in the run's order.
+	Work func(w, k int) time.Duration
+	Draw func(w, k int) float64
+
+	// Trace asks for every attempt in Result.Trace.
+	Trace bool
+}
+
+// AttemptTrace is one attempt of a traced run: writer W's attempt K (from
+// 0, over the run), sent at Sent and answered at End (End = Sent for one
+// refused in the outage), with OK when it stored its write.
+type AttemptTrace struct {
+	W, K      int
+	Sent, End time.Duration
+	OK        bool
 }
 
 // Result is the outcome of one run.
@@ -143,6 +165,9 @@ type Result struct {
 	// the writes stored (answered to their clients) in each, and the
 	// concurrency limit at the end of each (0 with no Concurrency).
 	HeldPeak, StoredIn, LimitAt []int
+	// Trace is every attempt, in the order they were answered, when
+	// Config.Trace asks for it.
+	Trace []AttemptTrace
 }
 
 // TraceBin is the width of the bins of Result's traces.
@@ -180,6 +205,7 @@ type event struct {
 // attempt is one attempt in flight.
 type attempt struct {
 	writer   int32
+	k        int32 // the writer's attempt number over the run, from 0
 	sent     time.Duration
 	answered bool
 	release  func(time.Duration, error)
@@ -221,6 +247,8 @@ func Run(c Config) Result {
 		busy     int     // the storage's slots taken
 		held     int     // busy + len(queue)
 		answer   func(id int32, err error)
+		sentBy   = make([]int32, c.Writers) // attempts each writer has sent
+		failedBy = make([]int, c.Writers)   // failures each writer has had
 	)
 	bin := func(t time.Duration) int { return int(t / TraceBin) }
 	mark := func(now time.Duration) {
@@ -236,15 +264,25 @@ func Run(c Config) Result {
 		}
 		res.Peak = max(res.Peak, held)
 	}
-	work := func() time.Duration {
+	work := func(id int32) time.Duration {
+		if c.Work != nil {
+			return c.Work(int(attempts[id].writer), int(attempts[id].k))
+		}
 		return st.WorkMin + time.Duration(rng.Float64()*float64(st.WorkMax-st.WorkMin))
+	}
+	draw := func(w int32) float64 {
+		if c.Draw != nil {
+			failedBy[w]++
+			return c.Draw(int(w), failedBy[w]-1)
+		}
+		return rng.Float64()
 	}
 	serve := func() {
 		for len(queue) > 0 && busy < st.SlotsAt(q.Now()) {
 			a := queue[0]
 			queue = queue[1:]
 			busy++
-			q.After(work(), event{kind: evDone, id: a})
+			q.After(work(a), event{kind: evDone, id: a})
 		}
 	}
 	// putBack ends writer w's current call, stopped by the breaker, and
@@ -273,7 +311,8 @@ func Run(c Config) Result {
 		writers[w].n++
 		res.Attempts++
 		id := int32(len(attempts))
-		attempts = append(attempts, attempt{writer: w, sent: now, release: release, done: done})
+		attempts = append(attempts, attempt{writer: w, k: sentBy[w], sent: now, release: release, done: done})
+		sentBy[w]++
 		if now < st.Outage {
 			res.InOutage++
 			answer(id, errRefused)
@@ -282,7 +321,7 @@ func Run(c Config) Result {
 		held++
 		if busy < st.SlotsAt(now) {
 			busy++
-			q.After(work(), event{kind: evDone, id: id})
+			q.After(work(id), event{kind: evDone, id: id})
 		} else {
 			queue = append(queue, id)
 		}
@@ -338,6 +377,9 @@ func Run(c Config) Result {
 		a := &attempts[id]
 		a.answered = true
 		d := now - a.sent
+		if c.Trace {
+			res.Trace = append(res.Trace, AttemptTrace{W: int(a.writer), K: int(a.k), Sent: a.sent, End: now, OK: err == nil})
+		}
 		if now >= st.Outage && a.sent >= st.Outage {
 			res.Latencies = append(res.Latencies, d)
 		}
@@ -361,7 +403,7 @@ func Run(c Config) Result {
 				idle = append(idle, w)
 			}
 		} else {
-			wait, stop := retry.Next(p, writers[w].n, writers[w].prev, err, t, time.Time{}, rng.Float64())
+			wait, stop := retry.Next(p, writers[w].n, writers[w].prev, err, t, time.Time{}, draw(w))
 			if stop != nil {
 				panic("ingest: the policy gave up on a write: " + stop.Error())
 			}
