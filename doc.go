@@ -175,11 +175,19 @@
 // its open time is over. Only failures the classifier would retry count: a
 // 404 or the caller's own cancel says nothing of the dependency.
 //
-// In order, an attempt waits for its backoff and its Limiter booking, and
-// then takes its slot and the Breaker's leave; after it ends, the slot is
-// given back and the Breaker told, exactly once, however the attempt ended
-// (a panic, a hedge cut, a caller who gave up). Work run outside Do (a
-// queue's worker) gets the same through [Policy.Admit].
+// The order of admission, for each retry: when it is planned, the Breaker
+// is asked whether it would still refuse at the planned time (then the call
+// stops at once, before it books or waits), the Limiter books it, and the
+// Budget grants it, last, so that a retry refused for any other reason
+// costs no token; once its wait is over, it takes its slot, and last the
+// Breaker's leave. The slot comes after the wait so that it is never held
+// through a backoff; the leave comes last so that a half-open breaker's
+// few probes go only to attempts that start at once. A first attempt does
+// the same without the Budget's grant (it deposits, once it may start).
+// After an attempt ends, the Breaker is told, then the slot given back,
+// each exactly once, however the attempt ended (a panic, a hedge cut, a
+// caller who gave up). Work run outside Do (a queue's worker) gets the same
+// through [Policy.Admit].
 //
 // # Hedging
 //
