@@ -44,10 +44,10 @@ const (
 	// noise is how many standard errors (of the round's mean latency and
 	// of the base, from the spread of the latencies they were measured
 	// from) a reading must pass to count: a queue to be cut for, a round's
-	// mean below the base to lower it at once, a probe's mean away from
-	// the base to replace it instead of being pooled with it. A mean that
-	// is merely lucky moves nothing, or the base would drift to the
-	// luckiest rounds and read a queue that is not there.
+	// mean below the base to measure the base again at once, a probe's
+	// mean away from the base to replace it instead of being pooled with
+	// it. A mean that is merely lucky moves nothing, or the base would
+	// drift to the luckiest rounds and read a queue that is not there.
 	noise = 3
 
 	// throttleCut is the limit after a round with a throttling answer, as
@@ -516,17 +516,19 @@ func (c *Concurrency) endRound() {
 			c.newRound()
 			return
 		}
-	} else if m := r.all.mean(); m > 0 {
-		if drop := 1 - float64(m)/float64(c.base); drop > noise*math.Sqrt(r.all.relErr()+c.baseErr) {
-			// No queue makes attempts faster than the base, by more than
-			// the noise of either: it was measured when the dependency
-			// was slower.
-			c.baseSums = r.all
-			c.base, c.baseErr = m, r.all.relErr()
-		}
 	}
-	// The noise of the queue read, as a fraction of those in flight.
-	sigma := math.Sqrt(r.all.relErr() + c.baseErr)
+	// The noise of the queue read, as a fraction of those in flight: of
+	// the round's mean, from the spread of its latencies or, if more, of
+	// the base's (a few latencies can be close by chance), and of the
+	// base.
+	sigma := math.Sqrt(max(r.all.relErr(), c.baseErr*c.baseSums.k/max(r.all.k, 1)) + c.baseErr)
+	if m := r.all.mean(); m > 0 && 1-float64(m)/float64(c.base) > noise*sigma {
+		// Faster than the base, by more than the noise: the base was
+		// measured when the dependency was slower. Measure it again now,
+		// before anything is read against it.
+		c.startProbe()
+		return
+	}
 	if r.throttled {
 		c.limit *= throttleCut
 		c.streak = -maxStreak
