@@ -191,10 +191,10 @@
 // the long-term average rises to meet the short-term one, the gradient
 // stays near 1 and the allowance makes the limit grow without bound
 // (Netflix/concurrency-limits#134), and a latency held at a timeout has no
-// variation for it to see (#137). Here the reference is a base measured
-// only when nothing waits, as Envoy's adaptive concurrency filter
-// re-measures its minimum latency at a pinned low concurrency, and growth
-// needs a limit that was reached. AIMD alone, on failures, learns only by
+// variation for it to see (concurrency-limits#137). Here the reference is
+// a base measured only when nothing waits, as Envoy's adaptive concurrency
+// filter re-measures its minimum latency at a pinned low concurrency, and
+// growth needs a limit that was reached. AIMD alone, on failures, learns only by
 // overloading the dependency until it times out or refuses, so it lives at
 // the edge of collapse; it is kept here for throttling answers, which are
 // the dependency's own word that it is over its share and often come with
