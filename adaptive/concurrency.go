@@ -26,30 +26,53 @@ const (
 	queueLow  = 0.05
 	queueHigh = 0.10
 
-	// growth is the step the limit grows by in a round, as a fraction of
-	// those in flight (and at least 1): half the band between queueLow and
-	// queueHigh, so that one step never jumps over it. fastGrowth is the
-	// step at first, and once fastRounds rounds in a row have grown with
-	// no queue showing at all: from 20 to 200 in 11 rounds, and never more
-	// than 1.25 times what was in flight when the dependency last showed
-	// no queue.
-	growth     = (queueHigh - queueLow) / 2
-	fastGrowth = 1.25
-	fastRounds = 4
+	// growth is the first step the limit grows by in a round, as a
+	// fraction of those in flight (and at least 1): half the band between
+	// queueLow and queueHigh, so that one step never jumps over it. Each
+	// round in a row that grows doubles the step, up to doubling the limit
+	// (from the maxStreak-th such round on): a limit far below the
+	// capacity is found in a few round trips, as by TCP's slow start,
+	// while one near it, where rounds that grow alternate with rounds that
+	// hold, moves by growth. A cut sets the streak back by maxStreak, so
+	// that after one the limit grows by growth for maxStreak rounds before
+	// the step doubles. Until its first cut, the limit starts with the
+	// step at its largest and grows in every round that reached it and is
+	// not cut: it knows nothing yet.
+	growth    = (queueHigh - queueLow) / 2
+	maxStreak = 6
+
+	// noise is how many standard errors (of the round's mean latency and
+	// of the base, from the spread of the latencies they were measured
+	// from) a reading must pass to count: a queue to be cut for, a round's
+	// mean below the base to measure the base again at once, a probe's
+	// mean away from the base to replace it instead of being pooled with
+	// it. A mean that is merely lucky moves nothing, or the base would
+	// drift to the luckiest rounds and read a queue that is not there.
+	noise = 3
 
 	// throttleCut is the limit after a round with a throttling answer, as
 	// a fraction of the limit: AIMD's decrease, at most once a round.
 	throttleCut = 0.9
 
 	// The base latency, the mean of attempts that do not wait, is first
-	// the mean of the first round, and is measured again at a pinned low
-	// limit (half the limit: if the limit is at most twice the capacity,
-	// nothing waits) after probeFirst, 2*probeFirst... rounds, then every
-	// probeEvery rounds, as the mean of probeSamples attempts (fewer if the
-	// pin is lower). A round's mean below the base lowers it at once.
+	// the mean of the first rounds, at the initial limit, until they have
+	// seen probeSamples attempts (or the initial limit, if fewer). It is
+	// measured again at a pinned low limit (half the limit: if the limit
+	// is at most twice the capacity, nothing waits) after probeFirst,
+	// 2*probeFirst... rounds that learned something, then every
+	// probeEvery, over a cohort of the pin's attempts (probeSamples, if
+	// more); a probe within the noise of the base is pooled with it, the
+	// attempts before weighing at most baseKeep.
 	probeFirst   = 16
 	probeEvery   = 256
 	probeSamples = 16
+	baseKeep     = 256
+
+	// stall is how many times its size the attempts given a slot after a
+	// cohort may end before the cohort ends without its last ones: far
+	// more than a slow attempt's share, so that only a release never
+	// called ends a cohort so.
+	stall = 64
 )
 
 // Concurrency is a [retry.Concurrency] that needs no configured limit: it
@@ -58,14 +81,17 @@ const (
 // every call that shares it to that many. It keeps as many in flight as
 // fill the dependency with a short queue: when the mean latency of a round
 // trip's attempts, against that of attempts that do not wait, shows more
-// of them waiting at the dependency than a tenth of those in flight, the
-// limit is cut to what the dependency served plus a short queue; when it
-// shows less than a twentieth and the limit was reached, the limit grows
-// by 2.5% (at least one slot), or by a quarter while no queue shows at
-// all. A throttling answer (see the package doc) cuts the limit to 0.9 of
-// itself, once a round trip. Attempts the loop cut, whose error Is
-// context.Canceled, teach it nothing. How the limit moves, and why this and
-// not another algorithm, is in the package doc.
+// of them waiting at the dependency than a tenth of those in flight (and
+// than the noise of the latencies), the limit is cut to what the
+// dependency served plus a short queue; when it shows less than a
+// twentieth and the limit was reached, the limit grows by 2.5% (at least
+// one slot), a step that doubles with each round trip in a row that grows,
+// up to doubling the limit. Until its first cut it grows so in every round
+// trip that reached it, as TCP's slow start does. A throttling answer (see
+// the package doc) cuts the limit to 0.9 of itself, once a round trip.
+// Attempts the loop cut, whose error Is context.Canceled, teach it
+// nothing. How the limit moves, and why this and not another algorithm, is
+// in the package doc.
 //
 // Put one Concurrency in the [retry.Policy] of every call to one
 // dependency:
@@ -107,12 +133,16 @@ type Concurrency struct {
 	freeEnd  *slot
 	taken    uint64 // slots given out, ever: each slot's number
 
-	base   time.Duration // the mean latency of attempts that do not wait, 0 until measured
-	round  round
-	rounds int // rounds since the last probe
-	probes int
-	streak int // rounds in a row that grew with no queue, capped
-	probe  baseProbe
+	base     time.Duration // the mean latency of attempts that do not wait, 0 until measured
+	baseErr  float64       // the square of the base's standard error, relative to it
+	baseSums sums          // the attempts that measured the base
+	based    bool          // whether the first rounds have measured it
+	cut      bool          // whether the limit has been cut: until then it grows unless it would be
+	round    round
+	rounds   int // rounds since the last probe
+	probes   int
+	streak   int // rounds in a row that grew, capped at maxStreak
+	probe    baseProbe
 }
 
 // slot is one slot given out. Its release is made once, when the slot is
@@ -135,9 +165,37 @@ type waiter struct {
 	s     *slot
 }
 
-// round gathers what the attempts of one round trip told: those given a
-// slot after it began (numbered above from), until need of them have
-// ended.
+// cohort is the attempts a round or a probe learns from: the first size
+// given a slot after it began (numbered from+1 to from+size), until every
+// one has ended. Waiting for them all, not for the first size to end,
+// keeps the slow ones: the first to end are the quickest, and their mean
+// would read no queue where there is one. So that a release never called
+// does not stall the learning for good, a cohort also ends once stall
+// times size attempts given a slot after it have ended.
+type cohort struct {
+	from        uint64
+	size        int
+	ended, late int
+}
+
+// end is told that the attempt of the slot numbered n ended; it reports
+// whether that attempt is one of the cohort's, and whether the cohort is
+// over.
+func (h *cohort) end(n uint64) (member, over bool) {
+	switch {
+	case n <= h.from:
+		return false, false // taken before it began: old news
+	case n > h.from+uint64(h.size):
+		h.late++
+	default:
+		h.ended++
+		member = true
+	}
+	return member, h.ended >= h.size || h.late >= stall*h.size
+}
+
+// round gathers what the attempts of one round trip told: a cohort of half
+// the limit.
 //
 // The attempts that succeeded or timed out tell how many waited in the
 // dependency's queue: with n in flight on average and a mean latency of d,
@@ -148,24 +206,51 @@ type waiter struct {
 // were luckiest in the queue and sees a third of it. The round sums its
 // attempts, and those that took the last slot the limit allowed (full).
 type round struct {
-	from      uint64
-	need      int
-	seen      int
+	cohort
 	throttled bool
 	all, full sums
 }
 
 // sums adds up attempts: how many, and the slots in flight and the
-// latencies they saw.
+// latencies they saw, and the squares of the latencies.
 type sums struct {
 	k, n float64
 	d    time.Duration
+	dd   float64 // in seconds squared
+}
+
+// scale weighs the attempts by f.
+func (q *sums) scale(f float64) {
+	q.k *= f
+	q.n *= f
+	q.d = time.Duration(float64(q.d) * f)
+	q.dd *= f
+}
+
+// merge adds the attempts of o.
+func (q *sums) merge(o *sums) {
+	q.k += o.k
+	q.n += o.n
+	q.d += o.d
+	q.dd += o.dd
 }
 
 func (q *sums) add(n int, d time.Duration) {
 	q.k++
 	q.n += float64(n)
 	q.d += d
+	q.dd += d.Seconds() * d.Seconds()
+}
+
+// relErr returns the square of the standard error of the mean latency,
+// relative to the mean: 1 (as unsure as can be) with fewer than 2 added.
+func (q *sums) relErr() float64 {
+	if q.k < 2 || q.d <= 0 {
+		return 1
+	}
+	m := q.d.Seconds() / q.k
+	v := max(0, q.dd/q.k-m*m) * q.k / (q.k - 1)
+	return v / (q.k * m * m)
 }
 
 // mean returns the mean latency, 0 if nothing was added.
@@ -188,15 +273,13 @@ func (q *sums) queue(base time.Duration) (n, served, queued float64, ok bool) {
 	return n, served, n - served, true
 }
 
-// baseProbe is a measurement of the base latency at a pinned limit: of the
-// attempts given a slot after it began, which start with no more than
-// pin in flight.
+// baseProbe is a measurement of the base latency at a pinned limit: of a
+// cohort of attempts that start with no more than pin in flight.
 type baseProbe struct {
-	on   bool
-	from uint64
-	pin  int
-	seen int
-	ok   sums // its successes
+	cohort
+	on  bool
+	pin int
+	ok  sums // its successes
 }
 
 // Acquire takes a slot, or waits for one; see [retry.Concurrency]. It
@@ -255,6 +338,7 @@ func (c *Concurrency) Acquire(ctx context.Context, by time.Time) (func(time.Dura
 	if w.s != nil {
 		// Given a slot as it gave up: pass it on, learning nothing.
 		c.giveBack(w.s)
+		c.learn(w.s, 0, context.Canceled)
 		c.handOn()
 		return nil, err
 	}
@@ -296,7 +380,7 @@ func (c *Concurrency) setup() {
 	}
 	c.ready = true
 	c.limit = float64(c.initialLimit())
-	c.streak = fastRounds
+	c.streak = maxStreak
 	c.newRound()
 }
 
@@ -329,9 +413,7 @@ func (s *slot) giveBack(d time.Duration, err error) {
 		return // released already
 	}
 	c.giveBack(s)
-	if !errors.Is(err, context.Canceled) {
-		c.learn(s, d, err)
-	}
+	c.learn(s, d, err)
 	c.handOn()
 }
 
@@ -368,86 +450,114 @@ func (c *Concurrency) admit() int {
 	return int(c.limit)
 }
 
-// learn is told how the attempt of slot s ended, unless it was cut. c.mu is
-// held.
+// learn is told how the attempt of slot s ended: every slot given back,
+// the attempts the loop cut included, which count as ended but teach
+// nothing. c.mu is held.
 func (c *Concurrency) learn(s *slot, d time.Duration, err error) {
 	d = max(d, time.Nanosecond)
-	throttle := err != nil && throttled(err)
-	latency := err == nil || (!throttle && timedOut(err))
-	if !throttle && !latency {
-		return // a failure that is neither: it may have come at once, and tells nothing of the load
-	}
+	cut := err != nil && errors.Is(err, context.Canceled)
+	throttle := err != nil && !cut && throttled(err)
+	// A failure that is neither a throttle nor a timeout may have come at
+	// once, and tells nothing of the load; it only ends its attempt.
+	latency := err == nil || !cut && !throttle && timedOut(err)
 	if p := &c.probe; p.on {
-		if s.n <= p.from {
-			return // taken before the pin
-		}
-		p.seen++
-		if err == nil {
+		member, over := p.end(s.n)
+		if member && err == nil {
 			p.ok.add(s.inFlight, d)
 		}
-		if p.seen >= min(p.pin, probeSamples) {
-			if b := p.ok.mean(); b > 0 {
-				c.base = b
-			}
-			p.on = false
-			c.rounds = 0
-			c.probes++
-			c.newRound()
+		if over {
+			c.probed()
 		}
 		return
 	}
 	r := &c.round
-	if s.n <= r.from {
-		return // taken before the round began: old news
-	}
-	r.seen++
-	if throttle {
+	member, over := r.end(s.n)
+	if member && throttle {
 		r.throttled = true
-	} else {
+	} else if member && latency {
 		r.all.add(s.inFlight, d)
 		if s.full {
 			r.full.add(s.inFlight, d)
 		}
 	}
-	if r.seen >= r.need {
+	if over {
 		c.endRound()
 	}
+}
+
+// probed ends the probe: its successes measure the base, if there are
+// enough of them (half its cohort, or probeSamples); a probe of failures
+// keeps the base there was, and is made again after as many rounds as
+// any. c.mu is held.
+func (c *Concurrency) probed() {
+	p := &c.probe
+	p.on = false
+	if p.ok.k >= float64(min(probeSamples, p.size))/2 {
+		c.measured(&p.ok)
+		c.probes++
+	}
+	c.rounds = 0
+	c.newRound()
 }
 
 // endRound moves the limit by what the round told, and begins the next
 // one, or a probe. c.mu is held.
 func (c *Concurrency) endRound() {
 	r := &c.round
-	if m := r.all.mean(); m > 0 && (c.base == 0 || m < c.base) {
-		// The first round measures the base at the initial limit, until
-		// the first probe; later, no queue makes attempts faster than
-		// the base: it was measured when the dependency was slower.
-		c.base = m
+	if !c.based {
+		// The first rounds measure the base at the initial limit, until
+		// the first probe: the limit does not move until they have seen
+		// probeSamples attempts (fewer if the limit is lower), or a
+		// throttle.
+		c.baseSums.merge(&r.all)
+		c.base, c.baseErr = c.baseSums.mean(), c.baseSums.relErr()
+		c.based = c.baseSums.k >= float64(min(probeSamples, c.initialLimit()))
+		if !c.based && !r.throttled {
+			c.newRound()
+			return
+		}
 	}
-	streak := c.streak
-	c.streak = 0
+	// The noise of the queue read, as a fraction of those in flight: of
+	// the round's mean, from the spread of its latencies or, if more, of
+	// the base's (a few latencies can be close by chance), and of the
+	// base.
+	sigma := math.Sqrt(max(r.all.relErr(), c.baseErr*c.baseSums.k/max(r.all.k, 1)) + c.baseErr)
+	if m := r.all.mean(); m > 0 && 1-float64(m)/float64(c.base) > noise*sigma {
+		// Faster than the base, by more than the noise: the base was
+		// measured when the dependency was slower. Measure it again now,
+		// before anything is read against it.
+		c.startProbe()
+		return
+	}
 	if r.throttled {
 		c.limit *= throttleCut
-	} else if n, served, queued, ok := r.all.queue(c.base); ok && queued > max(2, queueHigh*n) {
-		// Too long a queue: down to what the dependency served and a
-		// short queue, but by half at most.
+		c.streak = -maxStreak
+		c.cut = true
+	} else if n, served, queued, ok := r.all.queue(c.base); ok && queued > max(2, queueHigh*n, noise*sigma*n) {
+		// Too long a queue, and more than noise: down to what the
+		// dependency served and a short queue, but by half at most.
 		target := served + max(1.5, (queueLow+queueHigh)/2*served)
 		c.limit = max(min(c.limit, target), c.limit/2)
-	} else if n, _, queued, ok := r.full.queue(c.base); ok && queued < max(1, queueLow*n) {
+		c.streak = -maxStreak
+		c.cut = true
+	} else if n, _, queued, ok := r.full.queue(c.base); ok && (queued < max(1, queueLow*n) || !c.cut && queued <= max(2, queueHigh*n)) {
 		// The limit held attempts back and the dependency had room: grow,
-		// only then, and by a bounded step.
+		// only then, and by a step that doubles with each round in a row
+		// that grew, up to doubling the limit.
 		n = min(c.limit, n)
-		step := n * growth
-		if queued < 1 {
-			if streak >= fastRounds {
-				step = n * (fastGrowth - 1)
-			}
-			c.streak = min(streak+1, fastRounds)
-		}
+		step := n * min(1, growth*float64(int(1)<<max(0, c.streak)))
 		c.limit = max(c.limit, n+max(1, step))
+		c.streak = min(c.streak+1, maxStreak)
+	} else if ok {
+		// A queue within the band: hold, and grow from the first step
+		// next time. A round in which the limit was not reached says
+		// nothing of the room above it, and keeps the streak.
+		c.streak = min(c.streak, 0)
 	}
 	c.limit = math.Min(math.Max(c.limit, float64(c.minLimit())), float64(c.maxLimit()))
-	c.rounds++
+	if r.all.k > 0 || r.throttled {
+		c.rounds++ // a round that learned nothing does not bring the next probe nearer
+	}
 	every := probeEvery
 	if c.probes < 4 {
 		every = probeFirst << c.probes
@@ -459,15 +569,34 @@ func (c *Concurrency) endRound() {
 	c.newRound()
 }
 
+// measured is told of a probe's successes p: the base is their mean, or if
+// that is within the noise of the base, the base pooled with them (its own
+// attempts weighing no more than baseKeep), so that it grows surer with
+// each probe while the dependency stays the same. c.mu is held.
+func (c *Concurrency) measured(p *sums) {
+	b := c.baseSums
+	if m := p.mean(); b.k > 0 && math.Abs(1-float64(m)/float64(c.base)) <= noise*math.Sqrt(p.relErr()+c.baseErr) {
+		if b.k > baseKeep {
+			b.scale(baseKeep / b.k)
+		}
+		b.merge(p)
+	} else {
+		b = *p
+	}
+	c.baseSums = b
+	c.base, c.baseErr = b.mean(), b.relErr()
+}
+
 // startProbe pins the limit to half of itself, to measure the base
 // latency. c.mu is held.
 func (c *Concurrency) startProbe() {
-	c.probe = baseProbe{on: true, from: c.taken, pin: max(c.minLimit(), int(c.limit)/2)}
+	pin := max(c.minLimit(), int(c.limit)/2)
+	c.probe = baseProbe{cohort: cohort{from: c.taken, size: max(probeSamples, pin)}, on: true, pin: pin}
 }
 
 // newRound begins a round with the slots taken from now on. c.mu is held.
 func (c *Concurrency) newRound() {
-	c.round = round{from: c.taken, need: max(1, (int(c.limit)+1)/2)}
+	c.round = round{cohort: cohort{from: c.taken, size: max(1, (int(c.limit)+1)/2)}}
 }
 
 // timedOut reports whether err, anywhere in its tree, is a timeout: its

@@ -124,12 +124,14 @@
 // # The Concurrency
 //
 // A [Concurrency] keeps as many attempts in flight as fill the dependency
-// with a short queue, learnt round trip by round trip. A round is the
-// attempts given a slot after it began, until half the limit of them have
-// ended; attempts given a slot before it are old news, and the attempts
-// the loop cut (their error Is context.Canceled: a hedge lost, the caller
-// left, a 404) are not learned at all. So one decision is made per round
-// trip, on the attempts the last decision admitted:
+// with a short queue, learnt round trip by round trip. A round is a cohort:
+// the first half-the-limit attempts given a slot after it began, and it
+// ends when every one of them has ended, not when the first that many
+// have (those are the quickest, and would read no queue where there is
+// one). Attempts given a slot before it are old news; the attempts the
+// loop cut (their error Is context.Canceled: a hedge lost, the caller
+// left, a 404) end their attempt but are not learned. So one decision is
+// made per round trip, on the attempts the last decision admitted:
 //
 //   - A round with a throttling answer (the Limiter's kinds) cuts the
 //     limit to 0.9 of itself, AIMD's decrease, once.
@@ -137,25 +139,45 @@
 //     the dependency: with n in flight on average and a mean latency of d,
 //     it answered n/d a second (Little's law), which kept n*base/d of them
 //     in service, base being the mean latency of attempts that do not wait;
-//     the rest waited. More waiting than a tenth of n (at least 2) cuts the
-//     limit to those served plus 7.5% of them (at least 1.5), but by half
-//     at most. Fewer than a twentieth (at least 1), among the attempts that
-//     took the last slot the limit allowed, grows it by 2.5% of n (at least
-//     1): half the width of that band, so one step never jumps over it.
-//     While no attempt waited at all for four rounds in a row, and at
-//     first, each step is a quarter instead, to find a large capacity fast
-//     (20 to 200 in 11 round trips).
-//   - It grows only when the attempts used the slots it had, and then by a
-//     bounded step per round trip: a limit that is not reached never
-//     rises, and a steady overload is read against a fixed base, not
-//     against recent latencies that the overload itself raised.
-//   - The base is the mean latency of the first round, and is measured
-//     again with the limit pinned to half of itself (if the limit is at
-//     most twice the capacity, nothing then waits) for the 16 attempts
-//     after 16, 32, 64 and 128 rounds, then every 256 rounds; the pin
-//     costs about one round trip of half the attempts. A round whose mean
-//     is below the base lowers it at once. Other failures (a 500, a reset)
-//     may come at once and say nothing of the load: they are not learned.
+//     the rest waited. A mean is noisy: from the spread of the latencies
+//     (the round's own, or the base's if wider), the round's mean and the
+//     base each have a standard error, and a reading counts only past
+//     three of them combined. More waiting than a tenth of n (at least 2,
+//     and past the noise) cuts the limit to those served plus 7.5% of them
+//     (at least 1.5), but by half at most. Fewer than a twentieth (at
+//     least 1), among the attempts that took the last slot the limit
+//     allowed, grows it: by 2.5% of n (at least 1), half the width of
+//     that band, so one step never jumps over it; each round in a row that
+//     grows doubles the step, up to doubling the limit in a round, as TCP's
+//     slow start does. A round within the band holds, and the next growth
+//     starts again from 2.5%; a cut sets the streak back so that six
+//     rounds grow by 2.5% before the step doubles, and a limit near its
+//     capacity, or its quota, creeps rather than leaps.
+//   - Until the first cut the limit knows nothing: it starts with the step
+//     at its largest and grows in every round that reached it and was not
+//     cut: 20 slots become 160 in three round trips, and the first cut
+//     brings them to what the dependency served. A limit that was not
+//     reached, as through an outage whose failures teach nothing or while
+//     a circuit breaker lets one attempt through at a time, keeps its step
+//     for when it is.
+//   - It grows only when the attempts used the slots it had, and by at most
+//     a doubling per round trip: a limit that is not reached never rises,
+//     and a steady overload is read against a base measured when nothing
+//     waited, not against recent latencies that the overload itself
+//     raised.
+//   - The base is the mean latency of the first rounds, at the initial
+//     limit, once they have seen 16 attempts (the limit does not move until
+//     then). It is measured again with the limit pinned to half of itself
+//     (if the limit is at most twice the capacity, nothing then waits),
+//     over a cohort of as many attempts as the pin (16 at least), after
+//     16, 32, 64 and 128 rounds, then every 256; the pin costs about one
+//     round trip at half the slots. A probe within the noise of the base is
+//     pooled with it, the attempts before weighing 256 at most, so the base
+//     grows surer while the dependency stays the same; one beyond the noise
+//     replaces it. A round whose mean is below the base by more than the
+//     noise starts a probe at once. Other failures (a 500, a reset) may come
+//     at once and say nothing of the load: they are not learned, and a
+//     round or probe of nothing else moves nothing.
 //   - It stays within MinLimit and MaxLimit (default 1 and 1000) and
 //     starts at InitialLimit (default 20).
 //
@@ -163,26 +185,26 @@
 // the least one seen, estimates the queue from the least latency of a
 // round; against a dependency that serves many at once, the least picks
 // the attempt luckiest in the queue and sees a third of it, while means
-// obey Little's law with no margin for noise. Gradient2 (Netflix's
+// obey Little's law, and their noise can be measured. Gradient2 (Netflix's
 // concurrency-limits) compares a short-term latency to a long-term average
 // and adds a queue allowance every round: under a modest, steady overload
 // the long-term average rises to meet the short-term one, the gradient
 // stays near 1 and the allowance makes the limit grow without bound
 // (Netflix/concurrency-limits#134), and a latency held at a timeout has no
-// variation for it to see (Netflix/concurrency-limits#137). Here the reference is a base measured
-// only when nothing waits, as Envoy's adaptive concurrency filter
-// re-measures its minimum latency at a pinned low concurrency, and growth
-// needs a limit that was reached. AIMD alone, on failures, learns only by
+// variation for it to see (concurrency-limits#137). Here the reference is
+// a base measured only when nothing waits, as Envoy's adaptive concurrency
+// filter re-measures its minimum latency at a pinned low concurrency, and
+// growth needs a limit that was reached. AIMD alone, on failures, learns only by
 // overloading the dependency until it times out or refuses, so it lives at
 // the edge of collapse; it is kept here for throttling answers, which are
 // the dependency's own word that it is over its share and often come with
 // no rise in latency. Against a storage that serves C writes at once and
-// queues the rest (20 ms each, up to 10% more), with 3C writers, for C of
-// 20, 50 and 200: the limit settles between C and 1.15C, a backlog drains
-// within 1.02 times as long as at the best fixed limit, C, and when C
-// halves or doubles, every 5 s window from 5 s after the change holds at
-// most 1.3 times the new C in flight and writes at least 0.8 of what it
-// serves (the package README has the figures).
+// queues the rest (20 ms each, up to 10% more, or up to 50% more), with 3C
+// writers, for C of 20, 50, 100 and 200: the limit settles between 0.95C
+// and 1.2C, a backlog drains within 1.02 times as long as at the best fixed
+// limit, C, and when C halves or doubles, every 5 s window from 5 s after
+// the change holds at most 1.3 times the new C in flight and writes at
+// least 0.8 of what it serves (the package README has the figures).
 //
 // # The Hedge
 //

@@ -14,7 +14,8 @@ import (
 )
 
 // storage is an in-process dependency that serves capacity(since) writes
-// at once, each in base latency plus up to a tenth more (seeded), and
+// at once, each in base latency plus up to spread times it more (a tenth
+// unless set; seeded), and
 // queues the rest in arrival order: above its capacity, a write's latency
 // grows with the queue ahead of it, until it would pass timeout, when the
 // writer gives up at timeout with context.DeadlineExceeded (the storage
@@ -24,6 +25,7 @@ type storage struct {
 	start    time.Time
 	capacity func(since time.Duration) int
 	base     time.Duration
+	spread   float64
 	timeout  time.Duration
 
 	mu      sync.Mutex
@@ -33,7 +35,7 @@ type storage struct {
 
 func newStorage(capacity func(time.Duration) int, base time.Duration) *storage {
 	return &storage{
-		start: time.Now(), capacity: capacity, base: base, timeout: 10 * base,
+		start: time.Now(), capacity: capacity, base: base, spread: 0.1, timeout: 10 * base,
 		rng: rand.New(rand.NewPCG(1, 2)),
 	}
 }
@@ -58,7 +60,7 @@ func (s *storage) write(ctx context.Context) error {
 		heap.Remove(&s.workers, last)
 	}
 	begin := max(now, s.workers[0])
-	end := begin + s.base + time.Duration(s.rng.Float64()*float64(s.base)/10)
+	end := begin + s.base + time.Duration(s.rng.Float64()*s.spread*float64(s.base))
 	s.workers[0] = end
 	heap.Fix(&s.workers, 0)
 	s.mu.Unlock()
@@ -78,9 +80,9 @@ func (s *storage) write(ctx context.Context) error {
 }
 
 // perSecond is what the storage serves a second at capacity c: c writes
-// every 1.05 base latencies, the mean.
+// every mean latency, 1+spread/2 base latencies.
 func (s *storage) perSecond(c int) float64 {
-	return float64(c) / (1.05 * s.base.Seconds())
+	return float64(c) / ((1 + s.spread/2) * s.base.Seconds())
 }
 
 type freeTimes []time.Duration
