@@ -73,6 +73,7 @@ type instant struct {
 // The classes of deferred actions, in the order instant takes them.
 const (
 	classStop    = iota // a stopped call is numbered, for its wake-up's order
+	classSlot           // an attempt given a slot goes on (orderedSlots)
 	classArrive         // a write reaches the storage
 	classWake           // a stopped call is made again
 	classTimeout        // an attempt's timeout is seen
@@ -210,25 +211,41 @@ func (s *coreStorage) fill() {
 type writerKey struct{}
 
 // orderedSlots is a Concurrency that notes, for the storage, the order in
-// which attempts ask it for a slot.
+// which attempts ask it for a slot, and lets an attempt go on with the
+// slot it was given only once the instant has settled, in that order
+// (classSlot): a release that hands out several slots at once wakes their
+// waiters together, and the breaker, half-open, lets through whichever of
+// them asks first, where the model's queue hands them on, and asks the
+// breaker, one at a time in the order they asked.
 type orderedSlots struct {
 	retry.Concurrency
 	asks *atomic.Uint64
+	at   *instant
 }
 
 func (o orderedSlots) Acquire(ctx context.Context, by time.Time) (func(time.Duration, error), error) {
-	if a, ok := ctx.Value(writerKey{}).(*uint64); ok {
-		*a = o.asks.Add(1)
+	a, ok := ctx.Value(writerKey{}).(*uint64)
+	if !ok {
+		return o.Concurrency.Acquire(ctx, by)
 	}
-	return o.Concurrency.Acquire(ctx, by)
+	asked := o.asks.Add(1)
+	*a = asked
+	release, err := o.Concurrency.Acquire(ctx, by)
+	if err == nil {
+		given := make(chan struct{})
+		o.at.later(classSlot, asked, func() { close(given) })
+		<-given
+	}
+	return release, err
 }
 
 // dueCtx is a writer's context, which notes in due the order of the last
 // time the loop asked it whether it had ended (Err): the loop asks as an
 // attempt comes due, before it asks for a slot (begin, readyToStart), and
 // again only after the attempt has started or the call has stopped, so
-// that a call waiting for a slot has its due's number there. dues counts
-// the asks of every writer.
+// that a call waiting for a slot has its due's number there (an
+// adaptive.Concurrency asks too as it queues the call, in the queue's
+// order). dues counts the asks of every writer.
 type dueCtx struct {
 	context.Context
 	due, dues *atomic.Uint64
@@ -276,7 +293,7 @@ func runCore(t *testing.T, c ingest.Config) ingest.Result {
 			ordered = true
 			// Not a ConcurrencyLimit, whose own type the loop looks for:
 			// its one slot per release needs no order.
-			c.Policy.Concurrency = orderedSlots{c.Policy.Concurrency, &asks}
+			c.Policy.Concurrency = orderedSlots{c.Policy.Concurrency, &asks, at}
 		}
 		var mu sync.Mutex // guards res
 		writes := make(chan int, c.Writes)
