@@ -54,14 +54,32 @@ func keyed(c ingest.Config) ingest.Config {
 // when the breaker lets one probe through. instant takes the first in the
 // order the slots were asked for, the second in the order the calls were
 // stopped, as the model does.
+//
+// That order of the stops is itself a tie: an attempt's end whose news
+// opens the breaker (a timeout, say) gives its slot to the longest waiter,
+// which the breaker refuses, and which gives the slot on to the next, and
+// so on, each on its own goroutine, all stopped at that one instant beside
+// the call whose attempt ended. The model puts back that call first (its
+// answer plans its retry before it hands the slot on), then the waiters in
+// the order they came due (its queue of them). So a stop is numbered here,
+// once the instant's goroutines have gone as far as they can, in that
+// order (classStop, with the key stopKey gives).
 type instant struct {
 	mu      sync.Mutex
 	pending []deferred
 	kick    chan struct{}
 }
 
-// deferred is one action: class first (0, a storage arrival, 1, a
-// wake-up, 2, a timeout), then seq.
+// The classes of deferred actions, in the order instant takes them.
+const (
+	classStop    = iota // a stopped call is numbered, for its wake-up's order
+	classSlot           // an attempt given a slot goes on (orderedSlots)
+	classArrive         // a write reaches the storage
+	classWake           // a stopped call is made again
+	classTimeout        // an attempt's timeout is seen
+)
+
+// deferred is one action: class first, then seq.
 type deferred struct {
 	class int
 	seq   uint64
@@ -144,7 +162,7 @@ func (s *coreStorage) write(ctx context.Context, w, k int, seq uint64) error {
 		return errRefused
 	}
 	wr := &coreWrite{w: w, k: k, done: make(chan struct{})}
-	s.at.later(0, seq, func() {
+	s.at.later(classArrive, seq, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.held++
@@ -159,7 +177,7 @@ func (s *coreStorage) write(ctx context.Context, w, k int, seq uint64) error {
 		// Timed out: after the others that did at this instant and started
 		// before it, as the model's timeouts are in the order of the starts.
 		cut := make(chan struct{})
-		s.at.later(2, seq, func() { close(cut) })
+		s.at.later(classTimeout, seq, func() { close(cut) })
 		<-cut
 		return ctx.Err()
 	}
@@ -193,17 +211,63 @@ func (s *coreStorage) fill() {
 type writerKey struct{}
 
 // orderedSlots is a Concurrency that notes, for the storage, the order in
-// which attempts ask it for a slot.
+// which attempts ask it for a slot, and lets an attempt go on with the
+// slot it was given only once the instant has settled, in that order
+// (classSlot): a release that hands out several slots at once wakes their
+// waiters together, and the breaker, half-open, lets through whichever of
+// them asks first, where the model's queue hands them on, and asks the
+// breaker, one at a time in the order they asked.
 type orderedSlots struct {
 	retry.Concurrency
 	asks *atomic.Uint64
+	at   *instant
 }
 
 func (o orderedSlots) Acquire(ctx context.Context, by time.Time) (func(time.Duration, error), error) {
-	if a, ok := ctx.Value(writerKey{}).(*uint64); ok {
-		*a = o.asks.Add(1)
+	a, ok := ctx.Value(writerKey{}).(*uint64)
+	if !ok {
+		return o.Concurrency.Acquire(ctx, by)
 	}
-	return o.Concurrency.Acquire(ctx, by)
+	asked := o.asks.Add(1)
+	*a = asked
+	release, err := o.Concurrency.Acquire(ctx, by)
+	if err == nil {
+		given := make(chan struct{})
+		o.at.later(classSlot, asked, func() { close(given) })
+		<-given
+	}
+	return release, err
+}
+
+// dueCtx is a writer's context, which notes in due the order of the last
+// time the loop asked it whether it had ended (Err): the loop asks as an
+// attempt comes due, before it asks for a slot (begin, readyToStart), and
+// again only after the attempt has started or the call has stopped, so
+// that a call waiting for a slot has its due's number there (an
+// adaptive.Concurrency asks too as it queues the call, in the queue's
+// order). dues counts the asks of every writer.
+type dueCtx struct {
+	context.Context
+	due, dues *atomic.Uint64
+}
+
+func (c dueCtx) Err() error {
+	c.due.Store(c.dues.Add(1))
+	return c.Context.Err()
+}
+
+// stopKey is the key of a stop's number (classStop) in the model's order:
+// 0 for the call whose own attempt failed at this instant (the model puts
+// it back as it plans its retry, before it hands its slot on; a retry
+// never follows at once, so such a call stops at the failure), and
+// otherwise due, the order in which the call's attempt came due: a call
+// handed a slot that the breaker refused, in the order of the slot's
+// queue, or one that comes due now.
+func stopKey(failedNow bool, due uint64) uint64 {
+	if failedNow {
+		return 0
+	}
+	return due
 }
 
 // runCore runs c's writers through retry.Do in a synctest bubble, one
@@ -223,13 +287,13 @@ func runCore(t *testing.T, c ingest.Config) ingest.Result {
 				s.fill()
 			})
 		}
-		var asks, stops, starts atomic.Uint64
+		var asks, stops, starts, dues atomic.Uint64
 		ordered := false
 		if _, fixed := c.Policy.Concurrency.(*retry.ConcurrencyLimit); c.Policy.Concurrency != nil && !fixed {
 			ordered = true
 			// Not a ConcurrencyLimit, whose own type the loop looks for:
 			// its one slot per release needs no order.
-			c.Policy.Concurrency = orderedSlots{c.Policy.Concurrency, &asks}
+			c.Policy.Concurrency = orderedSlots{c.Policy.Concurrency, &asks, at}
 		}
 		var mu sync.Mutex // guards res
 		writes := make(chan int, c.Writes)
@@ -239,7 +303,9 @@ func runCore(t *testing.T, c ingest.Config) ingest.Result {
 		for w := range c.Writers {
 			sent, failed := 0, 0
 			var asked uint64
-			ctx := context.WithValue(t.Context(), writerKey{}, &asked)
+			due := new(atomic.Uint64)
+			ctx := dueCtx{context.WithValue(t.Context(), writerKey{}, &asked), due, &dues}
+			failedAt := time.Duration(-1) // when the writer's last attempt failed; -1 if it did not
 			p := c.Policy
 			p.Rand = func() float64 { failed++; return c.Draw(w, failed-1) } // one draw per failure, as retry.Next is given
 			fn := func(ctx context.Context) error {
@@ -255,6 +321,10 @@ func runCore(t *testing.T, c ingest.Config) ingest.Result {
 				}
 				err := s.write(ctx, w, k, seq)
 				end := time.Since(start)
+				failedAt = -1
+				if err != nil {
+					failedAt = end
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				res.Trace = append(res.Trace, ingest.AttemptTrace{W: w, K: k, Sent: began, End: end, OK: err == nil})
@@ -292,13 +362,19 @@ func runCore(t *testing.T, c ingest.Config) ingest.Result {
 							t.Errorf("writer %d: %v", w, err)
 							return
 						}
-						seq := stops.Add(1)
+						var seq uint64
+						numbered := make(chan struct{})
+						at.later(classStop, stopKey(failedAt == time.Since(start), due.Load()), func() {
+							seq = stops.Add(1)
+							close(numbered)
+						})
+						<-numbered
 						mu.Lock()
 						res.Stopped++
 						mu.Unlock()
 						time.Sleep(time.Until(open.Until()))
 						woken := make(chan struct{})
-						at.later(1, seq, func() { close(woken) })
+						at.later(classWake, seq, func() { close(woken) })
 						<-woken
 					}
 				}
