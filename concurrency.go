@@ -24,8 +24,9 @@ import (
 // attempt that waits for a slot does not keep a booking that would let it
 // start late, together with others, above the Limiter's rate (a booking
 // that the wait for a slot made too late is booked again, holding the slot).
-// A Circuit breaker, asked last of all, never sees an attempt that found no
-// slot.
+// The [Breaker], asked last of all, never lets through an attempt that
+// found no slot. [Policy.Admit] takes a slot the same way for work run
+// outside Do.
 //
 // A Concurrency must be safe for concurrent use by any number of
 // goroutines.
