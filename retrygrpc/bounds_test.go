@@ -338,3 +338,78 @@ func TestStreamAttemptHoldsASlotUntilCommit(t *testing.T) {
 		assert.Zero(t, lim.InFlight())
 	})
 }
+
+// openBreaker opens cb at now, as the failures of other calls sharing it
+// would, and returns until when it refuses.
+func openBreaker(t *testing.T, cb *retry.CircuitBreaker, now time.Time) time.Time {
+	t.Helper()
+	for cb.State(now) != "open" {
+		done, _ := cb.Allow(now)
+		require.NotNil(t, done, "a closed breaker lets an attempt through")
+		done(now, status.Error(codes.Unavailable, "elsewhere"))
+	}
+	_, until := cb.Allow(now)
+	require.False(t, until.IsZero())
+	return until
+}
+
+// An open breaker refuses a stream before any attempt: no stream reaches
+// the server, and the call fails at once with status UNAVAILABLE, an error
+// for which errors.Is(err, retry.ErrBreakerOpen) holds, and a Reason that
+// says until when. A server-streaming call opens without an error, as it
+// sends nothing until its first RecvMsg or Header: Header returns nothing
+// and RecvMsg the refusal, every time it is called. A client-streaming or
+// bidirectional call, whose loop runs as it opens, gets the refusal from
+// NewStream.
+func TestBreakerRefusesAStreamBeforeItOpens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method string
+		desc   *grpc.StreamDesc
+	}{{methodWatch, watchDesc}, {methodUpload, uploadDesc}, {methodChat, chatDesc}}
+	for _, tt := range tests {
+		t.Run(tt.desc.StreamName, func(t *testing.T) {
+			t.Parallel()
+			each(t, func(t *testing.T, nw network, exact bool) {
+				s := newServer(func(int, grpc.ServerStream) error { return nil })
+				cb := &retry.CircuitBreaker{Failures: 1, OpenFor: time.Minute}
+				conn, stop := start(t, nw, s, retry.Policy{Breaker: cb}, retrygrpc.Idempotent(tt.method))
+				defer stop()
+				open := openBreaker(t, cb, time.Now())
+
+				begin := time.Now()
+				var err error
+				if tt.desc.ClientStreams {
+					var cs grpc.ClientStream
+					cs, err = conn.NewStream(t.Context(), tt.desc, tt.method)
+					assert.Nil(t, cs)
+				} else {
+					cs := watch(t.Context(), t, conn) // opens, sends and closes without an error
+					md, herr := cs.Header()
+					assert.NoError(t, herr, "Header tells nothing, as gRPC's: RecvMsg says how the stream ended")
+					assert.Nil(t, md)
+					err = cs.RecvMsg(new(wrapperspb.StringValue))
+					assert.Equal(t, err, cs.RecvMsg(new(wrapperspb.StringValue)), "the same error again")
+					assert.Nil(t, cs.Trailer(), "no attempt, no trailer")
+				}
+				took := time.Since(begin)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, retry.ErrBreakerOpen, "through the call's error")
+				assert.Equal(t, codes.Unavailable, status.Code(err), "a refused stream is UNAVAILABLE: %v", err)
+				re := retryError(t, err)
+				assert.Zero(t, re.Attempts, "no attempt made")
+				var u until
+				if assert.True(t, errors.As(re.Reason, &u), "the Reason says until when") {
+					assert.Equal(t, open, u.Until())
+				}
+				if exact {
+					assert.Zero(t, took, "it failed at once")
+				} else {
+					assert.Less(t, took, realTimeSlack, "it failed at once: took %v", took)
+				}
+				assert.Zero(t, s.count(), "no stream reached the server")
+				assert.Equal(t, "open", cb.State(time.Now()), "a refusal changes nothing")
+			})
+		})
+	}
+}
