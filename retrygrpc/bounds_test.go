@@ -539,6 +539,38 @@ func TestStreamFailureAfterCommitCountsAsSuccess(t *testing.T) {
 	}
 }
 
+// A stream that the server answers with NOT_FOUND before commit says
+// nothing of the server's health: it counts for the breaker neither as a
+// failure nor as a success. Five of them leave it closed, every one
+// reaching the server; after two UNAVAILABLE, a NOT_FOUND does not end the
+// run of failures, and the next UNAVAILABLE, the third, opens it.
+func TestStreamNotFoundDoesNotCountInTheBreaker(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, nw network, _ bool) {
+		codeOf := func(n int) codes.Code {
+			if n == 6 || n == 7 || n == 9 {
+				return codes.Unavailable
+			}
+			return codes.NotFound
+		}
+		s := newServer(func(n int, _ grpc.ServerStream) error { return status.Error(codeOf(n), "failing") })
+		cb := &retry.CircuitBreaker{Failures: 3, OpenFor: time.Minute}
+		conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 1, Breaker: cb}, retrygrpc.Idempotent(methodWatch))
+		defer stop()
+		for n := 1; n <= 9; n++ {
+			require.Equal(t, "closed", cb.State(time.Now()), "before stream %d", n)
+			_, err := watchAll(t, conn)
+			assert.Equal(t, codeOf(n), status.Code(err), "stream %d: %v", n, err)
+			assert.Equal(t, 1, retryError(t, err).Attempts, "stream %d", n)
+			if n == 5 {
+				assert.Equal(t, 5, s.count(), "every NOT_FOUND stream reached the server")
+			}
+		}
+		assert.Equal(t, "open", cb.State(time.Now()), "three UNAVAILABLE, the NOT_FOUND between them not counted")
+		assert.Equal(t, 9, s.count())
+	})
+}
+
 // watchAll makes a server-streaming call and receives until it ends.
 func watchAll(t *testing.T, conn *grpc.ClientConn) ([]string, error) {
 	t.Helper()
