@@ -3,6 +3,7 @@ package retrygrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,4 +338,241 @@ func TestStreamAttemptHoldsASlotUntilCommit(t *testing.T) {
 		assert.Equal(t, []string{"b"}, rest)
 		assert.Zero(t, lim.InFlight())
 	})
+}
+
+// openBreaker opens cb at now, as the failures of other calls sharing it
+// would, and returns until when it refuses.
+func openBreaker(t *testing.T, cb *retry.CircuitBreaker, now time.Time) time.Time {
+	t.Helper()
+	for cb.State(now) != "open" {
+		done, _ := cb.Allow(now)
+		require.NotNil(t, done, "a closed breaker lets an attempt through")
+		done(now, status.Error(codes.Unavailable, "elsewhere"))
+	}
+	_, until := cb.Allow(now)
+	require.False(t, until.IsZero())
+	return until
+}
+
+// An open breaker refuses a stream before any attempt: no stream reaches
+// the server, and the call fails at once with status UNAVAILABLE, an error
+// for which errors.Is(err, retry.ErrBreakerOpen) holds, and a Reason that
+// says until when. A server-streaming call opens without an error, as it
+// sends nothing until its first RecvMsg or Header: Header returns nothing
+// and RecvMsg the refusal, every time it is called. A client-streaming or
+// bidirectional call, whose loop runs as it opens, gets the refusal from
+// NewStream.
+func TestBreakerRefusesAStreamBeforeItOpens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method string
+		desc   *grpc.StreamDesc
+	}{{methodWatch, watchDesc}, {methodUpload, uploadDesc}, {methodChat, chatDesc}}
+	for _, tt := range tests {
+		t.Run(tt.desc.StreamName, func(t *testing.T) {
+			t.Parallel()
+			each(t, func(t *testing.T, nw network, exact bool) {
+				s := newServer(func(int, grpc.ServerStream) error { return nil })
+				cb := &retry.CircuitBreaker{Failures: 1, OpenFor: time.Minute}
+				conn, stop := start(t, nw, s, retry.Policy{Breaker: cb}, retrygrpc.Idempotent(tt.method))
+				defer stop()
+				open := openBreaker(t, cb, time.Now())
+
+				begin := time.Now()
+				var err error
+				if tt.desc.ClientStreams {
+					var cs grpc.ClientStream
+					cs, err = conn.NewStream(t.Context(), tt.desc, tt.method)
+					assert.Nil(t, cs)
+				} else {
+					cs := watch(t.Context(), t, conn) // opens, sends and closes without an error
+					md, herr := cs.Header()
+					assert.NoError(t, herr, "Header tells nothing, as gRPC's: RecvMsg says how the stream ended")
+					assert.Nil(t, md)
+					err = cs.RecvMsg(new(wrapperspb.StringValue))
+					assert.Equal(t, err, cs.RecvMsg(new(wrapperspb.StringValue)), "the same error again")
+					assert.Nil(t, cs.Trailer(), "no attempt, no trailer")
+				}
+				took := time.Since(begin)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, retry.ErrBreakerOpen, "through the call's error")
+				assert.Equal(t, codes.Unavailable, status.Code(err), "a refused stream is UNAVAILABLE: %v", err)
+				re := retryError(t, err)
+				assert.Zero(t, re.Attempts, "no attempt made")
+				var u until
+				if assert.True(t, errors.As(re.Reason, &u), "the Reason says until when") {
+					assert.Equal(t, open, u.Until())
+				}
+				if exact {
+					assert.Zero(t, took, "it failed at once")
+				} else {
+					assert.Less(t, took, realTimeSlack, "it failed at once: took %v", took)
+				}
+				assert.Zero(t, s.count(), "no stream reached the server")
+				assert.Equal(t, "open", cb.State(time.Now()), "a refusal changes nothing")
+			})
+		})
+	}
+}
+
+// Server-streaming calls that fail with UNAVAILABLE before commit count as
+// failures: with Failures 3, the third one in a row opens the breaker, and
+// the next stream reaches no server and is refused. A retrying stream's
+// attempts count each: one stream that is failed on every attempt opens
+// the breaker itself and stops with the server's status, errors.Is
+// reaching retry.ErrBreakerOpen, no retry sent past it.
+func TestStreamFailuresBeforeCommitOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	t.Run("one attempt each", func(t *testing.T) {
+		t.Parallel()
+		each(t, func(t *testing.T, nw network, _ bool) {
+			s := newServer(fail(codes.Unavailable))
+			cb := &retry.CircuitBreaker{Failures: 3, OpenFor: time.Minute}
+			conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 1, Breaker: cb}, retrygrpc.Idempotent(methodWatch))
+			defer stop()
+			for n := 1; n <= 3; n++ {
+				assert.Equal(t, "closed", cb.State(time.Now()), "before stream %d", n)
+				_, err := recvAll(watch(t.Context(), t, conn))
+				assert.Equal(t, codes.Unavailable, status.Code(err))
+				assert.ErrorIs(t, err, retry.ErrExhausted)
+			}
+			assert.Equal(t, "open", cb.State(time.Now()), "three failures in a row open it")
+			assert.Equal(t, 3, s.count())
+
+			_, err := recvAll(watch(t.Context(), t, conn))
+			assert.ErrorIs(t, err, retry.ErrBreakerOpen)
+			assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+			assert.Zero(t, retryError(t, err).Attempts, "no attempt made")
+			assert.Equal(t, 3, s.count(), "the refused stream reached no server")
+		})
+	})
+	t.Run("one stream retrying", func(t *testing.T) {
+		t.Parallel()
+		each(t, func(t *testing.T, nw network, _ bool) {
+			s := newServer(fail(codes.Unavailable))
+			cb := &retry.CircuitBreaker{Failures: 3, OpenFor: time.Minute}
+			conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 5, Backoff: retry.Constant(0), Breaker: cb},
+				retrygrpc.Idempotent(methodWatch))
+			defer stop()
+			_, err := recvAll(watch(t.Context(), t, conn))
+			assert.ErrorIs(t, err, retry.ErrBreakerOpen)
+			st := status.Convert(err)
+			assert.Equal(t, codes.Unavailable, st.Code())
+			assert.Equal(t, "failing", st.Message(), "the server's status, unchanged")
+			assert.Equal(t, 3, retryError(t, err).Attempts)
+			assert.Equal(t, 3, s.count(), "no retry sent once the breaker opened")
+			assert.Equal(t, "open", cb.State(time.Now()))
+		})
+	})
+}
+
+// A stream that fails after commit has counted as a success in the
+// breaker, as the package documentation says: its attempt ended, and the
+// breaker was told, when its first response header or message arrived (a
+// client-streaming or bidirectional stream's, when it opened). With
+// Failures 3, two streams failing before commit, then one failing with
+// UNAVAILABLE after commit, then two more before commit leave the breaker
+// closed: the committed one ended the run of failures, as a success does
+// (as a failure it would have opened the breaker; as no news, the fourth
+// stream would have). A sixth failure before commit, the third in a row,
+// opens it.
+func TestStreamFailureAfterCommitCountsAsSuccess(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		committed handler                                              // the third stream's: fails with UNAVAILABLE after commit
+		call      func(*testing.T, *grpc.ClientConn) ([]string, error) // makes the third stream
+		want      []string
+	}{
+		{"after its first message", func(_ int, ss grpc.ServerStream) error {
+			return send(ss, status.Error(codes.Unavailable, "gone"), "a")
+		}, watchAll, []string{"a"}},
+		{"after its header", func(_ int, ss grpc.ServerStream) error {
+			if err := ss.SendHeader(metadata.Pairs("k", "v")); err != nil {
+				return err
+			}
+			return send(ss, status.Error(codes.Unavailable, "gone"))
+		}, watchAll, nil},
+		{"bidirectional, once opened", func(int, grpc.ServerStream) error {
+			return status.Error(codes.Unavailable, "gone")
+		}, func(t *testing.T, conn *grpc.ClientConn) ([]string, error) {
+			cs, err := conn.NewStream(t.Context(), chatDesc, methodChat)
+			require.NoError(t, err, "it commits as it opens")
+			return recvAll(cs)
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			each(t, func(t *testing.T, nw network, _ bool) {
+				s := newServer(func(n int, ss grpc.ServerStream) error {
+					if n == 3 {
+						return tt.committed(n, ss)
+					}
+					return status.Error(codes.Unavailable, "failing")
+				})
+				cb := &retry.CircuitBreaker{Failures: 3, OpenFor: time.Minute}
+				conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 1, Breaker: cb},
+					retrygrpc.Idempotent(methodWatch, methodChat))
+				defer stop()
+				failBeforeCommit := func(n int) {
+					t.Helper()
+					_, err := watchAll(t, conn)
+					assert.ErrorIs(t, err, retry.ErrExhausted, "stream %d failed before commit", n)
+					assert.Equal(t, codes.Unavailable, status.Code(err))
+				}
+
+				failBeforeCommit(1)
+				failBeforeCommit(2)
+				got, err := tt.call(t, conn)
+				assert.Equal(t, tt.want, got)
+				assert.Equal(t, "rpc error: code = Unavailable desc = gone", fmt.Sprint(err), "returned as it is")
+				assert.Equal(t, "closed", cb.State(time.Now()), "a failure after commit does not open it")
+				failBeforeCommit(4)
+				failBeforeCommit(5)
+				assert.Equal(t, "closed", cb.State(time.Now()), "the committed stream ended the run of failures")
+				assert.Equal(t, 5, s.count(), "every stream reached the server")
+				failBeforeCommit(6)
+				assert.Equal(t, "open", cb.State(time.Now()), "three failures in a row since")
+			})
+		})
+	}
+}
+
+// A stream that the server answers with NOT_FOUND before commit says
+// nothing of the server's health: it counts for the breaker neither as a
+// failure nor as a success. Five of them leave it closed, every one
+// reaching the server; after two UNAVAILABLE, a NOT_FOUND does not end the
+// run of failures, and the next UNAVAILABLE, the third, opens it.
+func TestStreamNotFoundDoesNotCountInTheBreaker(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, nw network, _ bool) {
+		codeOf := func(n int) codes.Code {
+			if n == 6 || n == 7 || n == 9 {
+				return codes.Unavailable
+			}
+			return codes.NotFound
+		}
+		s := newServer(func(n int, _ grpc.ServerStream) error { return status.Error(codeOf(n), "failing") })
+		cb := &retry.CircuitBreaker{Failures: 3, OpenFor: time.Minute}
+		conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 1, Breaker: cb}, retrygrpc.Idempotent(methodWatch))
+		defer stop()
+		for n := 1; n <= 9; n++ {
+			require.Equal(t, "closed", cb.State(time.Now()), "before stream %d", n)
+			_, err := watchAll(t, conn)
+			assert.Equal(t, codeOf(n), status.Code(err), "stream %d: %v", n, err)
+			assert.Equal(t, 1, retryError(t, err).Attempts, "stream %d", n)
+			if n == 5 {
+				assert.Equal(t, 5, s.count(), "every NOT_FOUND stream reached the server")
+			}
+		}
+		assert.Equal(t, "open", cb.State(time.Now()), "three UNAVAILABLE, the NOT_FOUND between them not counted")
+		assert.Equal(t, 9, s.count())
+	})
+}
+
+// watchAll makes a server-streaming call and receives until it ends.
+func watchAll(t *testing.T, conn *grpc.ClientConn) ([]string, error) {
+	t.Helper()
+	return recvAll(watch(t.Context(), t, conn))
 }

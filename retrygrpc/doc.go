@@ -172,8 +172,11 @@
 // INVALID_ARGUMENT). While it refuses, a call sends nothing and fails at
 // once: errors.Is(err, [retry.ErrBreakerOpen]) holds, and the Reason of its
 // [*retry.Error] has a method Until() time.Time. A call that finds no slot
-// in time fails with [retry.ErrNoSlot] in the same way. See Errors for
-// their status.
+// in time fails with [retry.ErrNoSlot] in the same way. A stream so
+// stopped fails where its errors before commit come from (see Streams): a
+// server-streaming call at its first RecvMsg, NewStream, SendMsg and
+// CloseSend having returned nil and Header nothing; a client-streaming or
+// bidirectional call at NewStream. See Errors for their status.
 //
 // # grpc-go's own retries
 //
