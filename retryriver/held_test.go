@@ -92,6 +92,24 @@ func (s *switchSlots) state() (asked, live int) {
 	return s.asked, len(s.leases)
 }
 
+// doneEvents returns an Observe that keeps the events that end a job, and
+// the function that returns them.
+func doneEvents() (func(context.Context, retry.Event), func() []retry.Event) {
+	var mu sync.Mutex
+	var events []retry.Event
+	return func(_ context.Context, e retry.Event) {
+			if e.Done {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}
+		}, func() []retry.Event {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]retry.Event(nil), events...)
+		}
+}
+
 // A shared Concurrency whose store is down, failing closed (the default,
 // Fallback 0), makes the job wait a second, snoozed, its attempt not
 // counted and marked "store", rather than cancelling it; once the store
@@ -144,6 +162,56 @@ func TestConcurrencyStoreDownSnoozes(t *testing.T) {
 				require.True(t, time.Now().Before(deadline), "the lease was never given back")
 				time.Sleep(10 * time.Millisecond)
 			}
+		})
+	}
+}
+
+// A job with a deadline that finds every slot taken waits for one no later
+// than its deadline (less MinAttemptTime), then is cancelled with
+// retry.ErrNoSlot: the snooze that would follow passes its deadline, so it
+// is not snoozed, and its worker never runs.
+func TestNoSlotPastDeadlineStops(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			// A queue, so Acquire waits until the deadline; its one slot
+			// is another attempt's all along.
+			limit := &retry.ConcurrencyLimit{Slots: 1}
+			release, err := limit.Acquire(t.Context(), time.Time{})
+			require.NoError(t, err)
+			defer release(0, nil)
+			observe, events := doneEvents()
+			// Long enough for River to fetch the job before it on a slow
+			// machine: a job fetched after its deadline stops with
+			// ErrNoTimeLeft instead.
+			const left = 5 * time.Second
+			var deadline time.Time
+			m := retryriver.New(retry.Policy{Concurrency: limit, Observe: observe},
+				retryriver.WithDeadline(func(job *rivertype.JobRow) time.Time {
+					deadline = job.CreatedAt.Add(left)
+					return deadline
+				}))
+			job, runs := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error { return nil })
+			assert.Empty(t, runs, "the worker ran without a slot")
+			assert.Equal(t, rivertype.JobStateCancelled, job.State)
+			require.Len(t, job.Errors, 1)
+			assert.Contains(t, job.Errors[0].Error, "retry: gave up before the first attempt (no concurrency slot)")
+			md := metadata(t, job.Metadata)
+			assert.Equal(t, "no concurrency slot", md[retryriver.MetadataStop])
+			assert.NotContains(t, md, retryriver.MetadataHeld, "the job was never snoozed")
+			require.NotNil(t, job.FinalizedAt)
+			assert.False(t, job.FinalizedAt.Before(deadline.Truncate(time.Millisecond)), "finalized at %v, before the deadline %v: it did not wait for a slot", job.FinalizedAt, deadline)
+
+			ev := events()
+			require.Len(t, ev, 1, "one end observed")
+			var rerr *retry.Error
+			require.ErrorAs(t, ev[0].Err, &rerr)
+			assert.Equal(t, retry.ErrNoSlot, rerr.Reason)
+			assert.Zero(t, rerr.Attempts)
+			assert.NoError(t, rerr.Last)
+			assert.Equal(t, retry.ErrNoSlot, ev[0].Reason)
+			assert.Equal(t, 1, limit.InFlight(), "only the other attempt's slot is taken")
 		})
 	}
 }
