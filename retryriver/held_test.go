@@ -3,6 +3,7 @@ package retryriver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,6 +213,47 @@ func TestNoSlotPastDeadlineStops(t *testing.T) {
 			assert.NoError(t, rerr.Last)
 			assert.Equal(t, retry.ErrNoSlot, ev[0].Reason)
 			assert.Equal(t, 1, limit.InFlight(), "only the other attempt's slot is taken")
+		})
+	}
+}
+
+// A job whose deadline comes before the breaker may let it through is
+// cancelled with the breaker's reason, its Until kept, rather than snoozed
+// past it; its worker never runs.
+func TestOpenBreakerPastDeadlineStops(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			breaker := &retry.CircuitBreaker{Failures: 1, OpenFor: time.Hour}
+			done, _ := breaker.Allow(time.Now())
+			done(time.Now(), errFlaky)
+			until := breaker.Until(time.Now())
+			require.False(t, until.IsZero(), "the breaker is open")
+			observe, events := doneEvents()
+			m := retryriver.New(retry.Policy{Breaker: breaker, Observe: observe},
+				retryriver.WithDeadline(func(job *rivertype.JobRow) time.Time { return job.CreatedAt.Add(time.Minute) }))
+			job, runs := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error { return nil })
+			assert.Empty(t, runs)
+			assert.Equal(t, rivertype.JobStateCancelled, job.State)
+			require.Len(t, job.Errors, 1)
+			reason := "circuit breaker open until " + until.Format(time.RFC3339Nano)
+			assert.Contains(t, job.Errors[0].Error, "retry: gave up before the first attempt ("+reason+")")
+			md := metadata(t, job.Metadata)
+			assert.Equal(t, reason, md[retryriver.MetadataStop])
+			assert.NotContains(t, md, retryriver.MetadataHeld, "the job was never snoozed")
+
+			ev := events()
+			require.Len(t, ev, 1, "one end observed")
+			var rerr *retry.Error
+			require.ErrorAs(t, ev[0].Err, &rerr)
+			assert.ErrorIs(t, rerr.Reason, retry.ErrBreakerOpen)
+			var open interface{ Until() time.Time }
+			require.ErrorAs(t, rerr.Reason, &open)
+			assert.True(t, open.Until().Equal(until), "Until %v, the breaker's %v", open.Until(), until)
+			assert.Zero(t, rerr.Attempts)
+			assert.NoError(t, rerr.Last)
+			assert.True(t, strings.HasPrefix(rerr.Error(), "retry: gave up before the first attempt (circuit breaker open until "), rerr.Error())
 		})
 	}
 }
