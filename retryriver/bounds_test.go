@@ -148,20 +148,3 @@ func TestSlotGivenBackAfterWorkerAndPanic(t *testing.T) {
 		}
 	}
 }
-
-// A job whose deadline comes before the breaker may let it through is
-// cancelled with the breaker's reason rather than snoozed past it.
-func TestOpenBreakerPastDeadlineStops(t *testing.T) {
-	t.Parallel()
-	b := sqliteBackend(t)
-	breaker := &retry.CircuitBreaker{Failures: 1, OpenFor: time.Hour}
-	done, _ := breaker.Allow(time.Now())
-	done(time.Now(), errFlaky)
-	m := retryriver.New(retry.Policy{Breaker: breaker},
-		retryriver.WithDeadline(func(job *rivertype.JobRow) time.Time { return job.CreatedAt.Add(time.Minute) }))
-	job, runs := runJob(t, b, m, func(context.Context, *river.Job[failArgs]) error { return nil })
-	assert.Empty(t, runs)
-	assert.Equal(t, rivertype.JobStateCancelled, job.State)
-	require.Len(t, job.Errors, 1)
-	assert.Contains(t, job.Errors[0].Error, "circuit breaker open until")
-}
