@@ -42,6 +42,12 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 		num = &numberedCtx{Context: ctx}
 		fctx = num
 	}
+	// clockless: nothing of the call reads the time after a failed attempt
+	// but the rules against the deadline, and it has none: no Observe,
+	// Budget, Limiter, bound or AttemptTimeout, no hedging. A retry at once
+	// then needs no clock reading at all, which is most of what it costs.
+	clockless := h == nil && c.deadline.IsZero() && c.observe == nil && p.Budget == nil &&
+		p.Limiter == nil && p.AttemptTimeout <= 0 && p.Concurrency == nil && p.Breaker == nil
 	for {
 		c.attempts++
 		n := c.attempts
@@ -91,22 +97,33 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 			c.observeAttempt(n, began, now, nil, false, retryStep{}, false)
 			return c.endCall(now, nil)
 		}
-		now = time.Now()
 		var at time.Time
 		var r Reservation
 		if h == nil {
 			// The rules land applies, for a call with one attempt in flight
 			// ever, with no call to make when nothing but the wait follows
-			// the decision.
+			// the decision. A call that reads no time but its deadline's
+			// judges a failure without a clock reading when it has no
+			// deadline (see clockless), and reads the clock once a wait is
+			// due or the call stops.
+			if !clockless {
+				now = time.Now()
+			}
 			s, _, unknown, reason := c.judgeFailure(err, now)
 			if c.b.held() {
 				c.b.settle(began, now, health(err, c.counts))
 			}
 			if reason != nil {
+				if clockless {
+					now = time.Now() // for Error.Elapsed
+				}
 				c.observeAttempt(n, began, now, c.last, unknown, retryStep{server: s.server}, false)
 				return c.endCall(now, reason)
 			}
 			c.prev = s.wait
+			if clockless && s.wait > 0 {
+				now = time.Now()
+			}
 			at = now.Add(s.wait)
 			if p.Limiter != nil || p.Budget != nil || c.observe != nil || p.Breaker != nil {
 				v := c.admitRetry(n, began, now, false, unknown, s, now, at)
@@ -116,6 +133,7 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 				at, r = v.at, v.r
 			}
 		} else {
+			now = time.Now()
 			v := c.landAttempt(n, began, now, now, false, err)
 			if c.b.held() {
 				c.b.settle(began, now, health(err, c.counts))

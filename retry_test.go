@@ -1015,6 +1015,21 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	b.Run("two-failures-0s-deadline", func(b *testing.B) {
+		// The same under a deadline: each failure is judged against it, on
+		// a clock reading.
+		fn, reset := failing(2)
+		p := retry.Policy{MaxAttempts: 5, Backoff: retry.Constant(0)}
+		dctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Hour))
+		defer cancel()
+		b.ReportAllocs()
+		for b.Loop() {
+			reset()
+			if err := retry.Do(dctx, fn, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("exhausted-0s", func(b *testing.B) {
 		fn := func(context.Context) error { return errFlaky }
 		p := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0)}
@@ -1032,4 +1047,28 @@ func BenchmarkNext(b *testing.B) {
 	for b.Loop() {
 		_, _ = retry.Next(p, 2, 0, errFlaky, now, time.Time{}, 0.5)
 	}
+}
+
+// A call without a deadline or anything else that reads the time judges a
+// failure without a clock reading, and its Error.Elapsed is still the time
+// the call took, read as it stops.
+func TestElapsedWithoutDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		err := retry.Do(context.Background(), func(context.Context) error {
+			time.Sleep(10 * time.Millisecond)
+			return errFlaky
+		}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0)})
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 3, re.Attempts)
+		assert.Equal(t, 30*time.Millisecond, re.Elapsed)
+
+		err = retry.Do(context.Background(), func(context.Context) error {
+			time.Sleep(10 * time.Millisecond)
+			return errFlaky
+		}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(5 * time.Millisecond)})
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 40*time.Millisecond, re.Elapsed, "three attempts and two waits, each wait from the end of its attempt")
+	})
 }
