@@ -46,8 +46,9 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 	// but the rules against the deadline, and it has none: no Observe,
 	// Budget, Limiter, bound or AttemptTimeout, no hedging. A retry at once
 	// then needs no clock reading at all, which is most of what it costs.
+	bounded := p.Concurrency != nil || p.Breaker != nil
 	clockless := h == nil && c.deadline.IsZero() && c.observe == nil && p.Budget == nil &&
-		p.Limiter == nil && p.AttemptTimeout <= 0 && p.Concurrency == nil && p.Breaker == nil
+		p.Limiter == nil && p.AttemptTimeout <= 0 && !bounded
 	for {
 		c.attempts++
 		n := c.attempts
@@ -150,7 +151,6 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 		// checked on it; with any of them, it reads the clock again, so
 		// that their time is not charged to the next attempt.
 		after := now
-		bounded := p.Concurrency != nil || p.Breaker != nil
 		if c.observe != nil || p.Classifier != nil || p.Budget != nil || p.Rand != nil || p.Limiter != nil || bounded {
 			after = time.Time{}
 		} else if !at.After(now) {

@@ -186,16 +186,8 @@ func (p Policy) Pace(ctx context.Context, deadline time.Time) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	now := time.Now()
-	if p.Limiter == nil {
-		return readyToStart(ctx, &p, now, deadline)
-	}
-	r, at, booked, err := bookAttempt(ctx, &p, now, deadline)
-	if err != nil {
-		return err
-	}
 	c := callState{ctx: ctx, p: p, deadline: deadline}
-	_, err = c.waitForNext(&r, at, booked)
+	_, _, err := c.pace(time.Now())
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -238,21 +230,11 @@ func (p Policy) Admit(ctx context.Context, deadline time.Time) (done func(err er
 			return nil, breakerOpen{u}
 		}
 	}
-	var r Reservation
-	if p.Limiter != nil {
-		var at, booked time.Time
-		var err error
-		if r, at, booked, err = bookAttempt(ctx, &p, now, deadline); err != nil {
-			return nil, err
-		}
-		if now, err = c.waitForNext(&r, at, booked); err != nil {
-			return nil, err
-		}
-	} else if err := readyToStart(ctx, &p, now, deadline); err != nil {
+	r, now, err := c.pace(now)
+	if err != nil {
 		return nil, err
 	}
 	if p.Concurrency != nil || p.Breaker != nil {
-		var err error
 		if now, err = c.takeBounds(&r, now, false); err != nil {
 			return nil, err
 		}

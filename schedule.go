@@ -100,7 +100,7 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 	c.deadline, _ = ctx.Deadline()
 	now = start
 	bounded := p.Concurrency != nil || p.Breaker != nil
-	if bounded && p.Breaker != nil && (p.Limiter != nil || p.Concurrency != nil) {
+	if p.Breaker != nil && (p.Limiter != nil || p.Concurrency != nil) {
 		// An open breaker stops the call before it books or waits.
 		if u := p.Breaker.Until(now); !u.IsZero() {
 			return now, c.stopCall(now, breakerOpen{u})
@@ -109,7 +109,8 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 	var r Reservation
 	if p.Limiter != nil {
 		c.waitFrom, c.waitBy = start, waitByLimiter
-		at, booked, reason := now, now, error(nil)
+		var at, booked time.Time
+		var reason error
 		r, at, booked, reason = bookAttempt(ctx, p, now, c.deadline)
 		if reason == nil {
 			now, reason = c.waitForNext(&r, at, booked)
@@ -149,52 +150,12 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 func (c *callState) takeBounds(r *Reservation, now time.Time, try bool) (time.Time, error) {
 	p := &c.p
 	c.b.early = true
-	if cl, ok := p.Concurrency.(*ConcurrencyLimit); ok {
-		if rel := cl.tryAcquire(); rel != nil {
-			// A free slot, taken at once: no wait to measure, no booking
-			// made late.
-			c.b.release = rel
-			goto breaker
-		}
-	} else if p.Concurrency != nil {
-		c.b.early = false // its release may learn from the duration
-	}
 	if p.Concurrency != nil {
-		by := now
-		if !try {
-			if by = c.deadline; !by.IsZero() {
-				by = by.Add(-max(p.MinAttemptTime, 0))
-			}
-			if c.observe != nil && c.waitFrom.IsZero() {
-				c.waitFrom, c.waitBy = now, waitBySlot
-			}
+		var err error
+		if now, err = c.takeSlot(r, now, try); err != nil {
+			return now, err
 		}
-		release, err := p.Concurrency.Acquire(c.ctx, by)
-		t := time.Now()
-		if err != nil || release == nil {
-			unbook(p, r)
-			if passed(c.ctx, t) {
-				err = stopCause(c.ctx)
-			} else if err == nil {
-				err = ErrNoSlot // a Concurrency that gave neither a slot nor a reason
-			}
-			return t, err
-		}
-		c.b.release = release
-		if !try {
-			if c.observe != nil && t.Sub(now) > now.Sub(c.waitFrom) {
-				c.waitBy = waitBySlot // the wait for the slot was the longest part
-			}
-			if p.Limiter != nil && tooLate(r, t) {
-				if t, err = c.waitForNext(r, t, t); err != nil {
-					c.b.settle(t, t, errNoNews)
-					return t, err
-				}
-			}
-		}
-		now = t
 	}
-breaker:
 	if p.Breaker != nil {
 		if _, ok := p.Breaker.(*CircuitBreaker); !ok {
 			c.b.early = false
@@ -211,6 +172,72 @@ breaker:
 		c.b.done = done
 	}
 	return now, nil
+}
+
+// takeSlot takes takeBounds' slot, into c.b.release, and returns the time
+// the attempt starts, or why it does not, with r given back.
+func (c *callState) takeSlot(r *Reservation, now time.Time, try bool) (time.Time, error) {
+	p := &c.p
+	if cl, ok := p.Concurrency.(*ConcurrencyLimit); ok {
+		if rel := cl.tryAcquire(); rel != nil {
+			// A free slot, taken at once: no wait to measure, no booking
+			// made late.
+			c.b.release = rel
+			return now, nil
+		}
+	} else {
+		c.b.early = false // its release may learn from the duration
+	}
+	by := now
+	if !try {
+		if by = c.deadline; !by.IsZero() {
+			by = by.Add(-max(p.MinAttemptTime, 0))
+		}
+		if c.observe != nil && c.waitFrom.IsZero() {
+			c.waitFrom, c.waitBy = now, waitBySlot
+		}
+	}
+	release, err := p.Concurrency.Acquire(c.ctx, by)
+	t := time.Now()
+	if err != nil || release == nil {
+		unbook(p, r)
+		if passed(c.ctx, t) {
+			err = stopCause(c.ctx)
+		} else if err == nil {
+			err = ErrNoSlot // a Concurrency that gave neither a slot nor a reason
+		}
+		return t, err
+	}
+	c.b.release = release
+	if try {
+		return t, nil
+	}
+	if c.observe != nil && t.Sub(now) > now.Sub(c.waitFrom) {
+		c.waitBy = waitBySlot // the wait for the slot was the longest part
+	}
+	if p.Limiter != nil && tooLate(r, t) {
+		if t, err = c.waitForNext(r, t, t); err != nil {
+			c.b.settle(t, t, errNoNews)
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// pace readies an attempt made outside Do, about to start at now, on the
+// Limiter, as Do readies its own (see Policy.Pace): it returns the booking
+// and the time the attempt may start, or why it may not.
+func (c *callState) pace(now time.Time) (Reservation, time.Time, error) {
+	p := &c.p
+	if p.Limiter == nil {
+		return Reservation{}, now, readyToStart(c.ctx, p, now, c.deadline)
+	}
+	r, at, booked, err := bookAttempt(c.ctx, p, now, c.deadline)
+	if err != nil {
+		return r, now, err
+	}
+	now, err = c.waitForNext(&r, at, booked)
+	return r, now, err
 }
 
 // draw returns the policy's source of uniform draws.
