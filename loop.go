@@ -24,7 +24,15 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 	}
 	p := &c.p
 	c.ctx, c.observe = ctx, p.Observe
-	now, err := c.begin(fn)
+	// clockless: nothing of the call reads the time after a failed attempt
+	// but the rules against the deadline, and it has none: no Observe,
+	// Budget, Limiter, bound or AttemptTimeout, no hedging. A retry at once
+	// then needs no clock reading at all, which is most of what it costs,
+	// and the start is read from the monotonic clock alone.
+	bounded := p.Concurrency != nil || p.Breaker != nil
+	quiet := h == nil && c.observe == nil && p.Budget == nil &&
+		p.Limiter == nil && p.AttemptTimeout <= 0 && !bounded
+	now, clockless, err := c.begin(fn, quiet)
 	if err != nil {
 		return 0, err
 	}
@@ -42,13 +50,6 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 		num = &numberedCtx{Context: ctx}
 		fctx = num
 	}
-	// clockless: nothing of the call reads the time after a failed attempt
-	// but the rules against the deadline, and it has none: no Observe,
-	// Budget, Limiter, bound or AttemptTimeout, no hedging. A retry at once
-	// then needs no clock reading at all, which is most of what it costs.
-	bounded := p.Concurrency != nil || p.Breaker != nil
-	clockless := h == nil && c.deadline.IsZero() && c.observe == nil && p.Budget == nil &&
-		p.Limiter == nil && p.AttemptTimeout <= 0 && !bounded
 	for {
 		c.attempts++
 		n := c.attempts

@@ -1052,6 +1052,26 @@ func BenchmarkNext(b *testing.B) {
 // A call without a deadline or anything else that reads the time judges a
 // failure without a clock reading, and its Error.Elapsed is still the time
 // the call took, read as it stops.
+// TestElapsedOnTheRealClock checks Error.Elapsed of a call that starts on the
+// monotonic clock alone (no deadline, nothing that reads the time) against
+// readings of the real clock around it and inside it, outside any bubble.
+func TestElapsedOnTheRealClock(t *testing.T) {
+	t.Parallel()
+	var inside time.Duration
+	before := time.Now()
+	err := retry.Do(context.Background(), func(context.Context) error {
+		began := time.Now()
+		time.Sleep(time.Millisecond)
+		inside += time.Since(began)
+		return errFlaky
+	}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0)})
+	outside := time.Since(before)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.GreaterOrEqual(t, re.Elapsed, inside, "the three attempts are inside the call")
+	assert.LessOrEqual(t, re.Elapsed, outside, "the call is inside the readings around it")
+}
+
 func TestElapsedWithoutDeadline(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -24,20 +24,24 @@ import (
 // attempt when its time comes (waitForNext, fireNext), for runCall and for
 // hedge.go alike.
 
-// callState is the state of one callState to Do: what the scheduler knows of it.
+// callState is the state of one call to Do: what the scheduler knows of it.
 type callState struct {
 	p        Policy          // the call's own copy; first, so that its copy is aligned as the caller's
 	ctx      context.Context // the caller's
 	repeats  repeatRule      // what the work may bear (Sequential, Once)
 	observe  func(context.Context, Event)
-	events   *eventQueue // set once the call's decisions are made off the caller's goroutine
-	start    time.Time
+	events   *eventQueue   // set once the call's decisions are made off the caller's goroutine
+	start    time.Time     // zero when clockless
+	mono     time.Duration // when clockless, the start on the monotonic clock (see monotonicSince)
 	deadline time.Time
 	attempts int // attempts started
 	last     error
 	unknown  bool
-	prev     time.Duration // the last retry wait, for Decorrelated
-	timer    *time.Timer   // the call's one timer: made on the first real wait, reused after
+	// clockless: the call started on mono, and reads the clock only for
+	// a wait or its end (see runCall).
+	clockless bool
+	prev      time.Duration // the last retry wait, for Decorrelated
+	timer     *time.Timer   // the call's one timer: made on the first real wait, reused after
 
 	// For Observe: when the wait before the next attempt began (zero when
 	// no wait is pending), and what set it.
@@ -86,24 +90,33 @@ type verdict struct {
 // begin starts the call: it checks the input and the caller's context,
 // starts the clock, paces the first attempt (which the budget never
 // refuses) and deposits in the Budget. It returns the time the first attempt
-// may start, or the call's error, Observe told.
-func (c *callState) begin(fn func(context.Context) error) (now time.Time, err error) {
+// may start, or the call's error, Observe told. quiet says that nothing of
+// the call but a deadline would read the time (see runCall's clockless);
+// with no deadline either, the start is read from the monotonic clock
+// alone (see monotonicSince), and begin reports clockless and returns a
+// zero time: nothing reads it.
+func (c *callState) begin(fn func(context.Context) error, quiet bool) (now time.Time, clockless bool, err error) {
 	ctx, p := c.ctx, &c.p
 	if fn == nil {
-		return now, c.stopCall(time.Time{}, errNilFunc)
+		return now, false, c.stopCall(time.Time{}, errNilFunc)
 	}
 	if ctx.Err() != nil {
-		return now, c.stopCall(time.Time{}, context.Cause(ctx))
+		return now, false, c.stopCall(time.Time{}, context.Cause(ctx))
+	}
+	c.deadline, _ = ctx.Deadline()
+	if quiet && c.deadline.IsZero() {
+		// Nothing reads the start but Error.Elapsed.
+		c.mono, c.clockless = monotonicSince(), true
+		return time.Time{}, true, nil
 	}
 	start := time.Now()
 	c.start = start
-	c.deadline, _ = ctx.Deadline()
 	now = start
 	bounded := p.Concurrency != nil || p.Breaker != nil
 	if p.Breaker != nil && (p.Limiter != nil || p.Concurrency != nil) {
 		// An open breaker stops the call before it books or waits.
 		if u := p.Breaker.Until(now); !u.IsZero() {
-			return now, c.stopCall(now, breakerOpen{u})
+			return now, false, c.stopCall(now, breakerOpen{u})
 		}
 	}
 	var r Reservation
@@ -116,27 +129,27 @@ func (c *callState) begin(fn func(context.Context) error) (now time.Time, err er
 			now, reason = c.waitForNext(&r, at, booked)
 		}
 		if reason != nil {
-			return now, c.stopCall(time.Now(), reason)
+			return now, false, c.stopCall(time.Now(), reason)
 		}
 	} else if !c.deadline.IsZero() {
 		// readyToStart's rule, for a context just found not done.
 		if !now.Before(c.deadline) {
-			return now, c.stopCall(now, context.DeadlineExceeded)
+			return now, false, c.stopCall(now, context.DeadlineExceeded)
 		}
 		if !fits(now, 0, p.MinAttemptTime, c.deadline) {
-			return now, c.stopCall(now, ErrNoTimeLeft)
+			return now, false, c.stopCall(now, ErrNoTimeLeft)
 		}
 	}
 	if bounded {
 		var reason error
 		if now, reason = c.takeBounds(&r, now, false); reason != nil {
-			return now, c.stopCall(now, reason)
+			return now, false, c.stopCall(now, reason)
 		}
 	}
 	if p.Budget != nil {
 		p.Budget.Deposit(now)
 	}
-	return now, nil
+	return now, false, nil
 }
 
 // takeBounds takes what the Policy's bounds on load ask of the attempt
@@ -716,6 +729,8 @@ func (c *callState) stopCall(now time.Time, reason error) error {
 	var elapsed time.Duration
 	if !c.start.IsZero() {
 		elapsed = now.Sub(c.start)
+	} else if c.clockless {
+		elapsed = now.Sub(epoch) - c.mono
 	}
 	if reason != nil {
 		err = &Error{
