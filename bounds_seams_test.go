@@ -116,7 +116,7 @@ func runBoundsMix(t *testing.T, seed uint64, hedged, limited, budgeted, timed, s
 		MinAttemptTime: time.Millisecond,
 	}
 	if hedged {
-		p.Hedge = retry.Constant(8 * time.Millisecond)
+		p.HedgeDelay = retry.Constant(8 * time.Millisecond)
 		p.MaxInFlight = 3
 	}
 	if limited {

@@ -250,7 +250,7 @@ func TestBreakerRefusedHedge(t *testing.T) {
 				return nil
 			}
 			return nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Breaker: b})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Breaker: b})
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), attempts.Load(), "no hedge started")
 	})

@@ -19,20 +19,28 @@ import (
 
 // Decision is a classifier's verdict on an error.
 //
-// The zero value is [Unknown].
+// The zero value is [Undecided].
 type Decision int8
 
 const (
-	// Unknown means the classifier has no opinion; the next classifier in a
-	// [Classifiers] list decides. Unknown at the end of the list retries.
-	Unknown Decision = iota
+	// Undecided means the classifier has no opinion; the next classifier in a
+	// [Classifiers] list decides. Undecided at the end of the list retries.
+	Undecided Decision = iota
 	// Retry means the error is transient: another attempt may succeed.
 	Retry
 	// Stop means the error is permanent: another attempt would fail the same way.
 	Stop
 )
 
-// String returns "unknown", "retry" or "stop".
+// Unknown is the former name of Undecided.
+//
+// Deprecated: Use Undecided. Unknown read as related to [OutcomeUnknown],
+// which says whether a failed call may have taken effect, a different
+// question; it goes before v1.
+const Unknown = Undecided
+
+// String returns "unknown" (for Undecided: its former name, kept for the
+// logs and tables that read it until the name goes), "retry" or "stop".
 func (d Decision) String() string {
 	switch d {
 	case Retry:
@@ -53,8 +61,8 @@ func (d Decision) String() string {
 type Classifier func(error) Decision
 
 // Classifiers returns a Classifier that asks each of cs in order and answers
-// with the first that is not [Unknown]; nil entries are skipped, and if none
-// has an opinion the answer is Unknown (which the retry loop treats as
+// with the first that is not [Undecided]; nil entries are skipped, and if none
+// has an opinion the answer is Undecided (which the retry loop treats as
 // [Retry]). To build on the default rules and make the policy strict:
 //
 //	retry.Classifiers(mine, retry.DefaultClassifier, func(error) retry.Decision { return retry.Stop })
@@ -67,11 +75,11 @@ func Classifiers(cs ...Classifier) Classifier {
 	}
 	return func(err error) Decision {
 		for _, c := range list {
-			if d := c(err); d != Unknown {
+			if d := c(err); d != Undecided {
 				return d
 			}
 		}
-		return Unknown
+		return Undecided
 	}
 }
 
@@ -110,7 +118,7 @@ func Classifiers(cs ...Classifier) Classifier {
 //   - DNS "no such host": Stop.
 //   - a [*ResponseError] with status 408, 429, 500, 502, 503 or 504: Retry;
 //     501, any other 4xx, or a status outside 400-599: Stop; other 5xx:
-//     Unknown. A server's x-should-retry header overrides this rule, by the
+//     Undecided. A server's x-should-retry header overrides this rule, by the
 //     first one.
 //   - a database error with a SQLState() string method (pgx's
 //     *pgconn.PgError, lib/pq's *pq.Error): serialization failure 40001 and
@@ -128,7 +136,7 @@ func Classifiers(cs ...Classifier) Classifier {
 //     read the error's message. A cancel sent because the caller's context
 //     ended never reaches the classifier: the loop has stopped); data exceptions (class 22),
 //     integrity violations (class 23) and syntax or access errors (class 42):
-//     Stop; other codes: Unknown. driver.ErrBadConn, and an error whose
+//     Stop; other codes: Undecided. driver.ErrBadConn, and an error whose
 //     SafeToRetry() method reports true (pgx's way of saying nothing was
 //     sent): Retry.
 //   - net/http's proofs that a request was not processed, for any method:
@@ -140,7 +148,7 @@ func Classifiers(cs ...Classifier) Classifier {
 //     request followed by the connection's close, an HTTP/2 connection
 //     error, and a net.Error whose Timeout() is true anywhere in the tree:
 //     Retry.
-//   - anything else: Unknown.
+//   - anything else: Undecided.
 //
 // DefaultClassifier does not look at [Permanent] and [Transient] markers: the
 // retry loop applies them before it asks any classifier. It does not allocate
@@ -152,7 +160,7 @@ func DefaultClassifier(err error) Decision {
 
 // decision applies the rules of DefaultClassifier to the facts of an error.
 func (f *facts) decision() Decision {
-	if f.own != Unknown {
+	if f.own != Undecided {
 		return f.own
 	}
 	switch {
@@ -169,14 +177,14 @@ func (f *facts) decision() Decision {
 	case f.has(isStatus):
 		return statusDecision(f.status)
 	case f.has(isSQL):
-		if d := sqlDecision(f.sqlState); d != Unknown {
+		if d := sqlDecision(f.sqlState); d != Undecided {
 			return d
 		}
 	}
 	if f.has(isBroken | isRefused | isTimeout | isUnsent) {
 		return Retry
 	}
-	return Unknown
+	return Undecided
 }
 
 // statusDecision holds the HTTP status rules of DefaultClassifier.
@@ -187,7 +195,7 @@ func statusDecision(code int) Decision {
 	case code == 501, code < 500, code > 599:
 		return Stop
 	}
-	return Unknown
+	return Undecided
 }
 
 // sqlDecision holds the SQLSTATE rules of DefaultClassifier. The codes are
@@ -199,7 +207,7 @@ func sqlDecision(state string) Decision {
 		return Retry
 	}
 	if len(state) != 5 {
-		return Unknown
+		return Undecided
 	}
 	switch state[:2] {
 	case "08":
@@ -207,7 +215,7 @@ func sqlDecision(state string) Decision {
 	case "22", "23", "42":
 		return Stop
 	}
-	return Unknown
+	return Undecided
 }
 
 // OutcomeUnknown reports whether a failed attempt that returned err may still
@@ -296,7 +304,7 @@ type facts struct {
 	set      fact
 	status   int           // of the first *ResponseError
 	sqlState string        // of the first error with a SQLState method
-	mark     Decision      // of the outermost Permanent or Transient marker; Unknown if none
+	mark     Decision      // of the outermost Permanent or Transient marker; Undecided if none
 	delay    time.Duration // the server's delay carried by the outermost error that has one
 	delayed  bool          // whether one has
 	own      Decision      // the answer of the outermost error with a RetryDecision method that has an opinion
@@ -423,7 +431,7 @@ func (f *facts) note(err error, inLoop bool) {
 	case *Error:
 		f.noteLoop(e)
 	case *marked:
-		if f.mark == Unknown {
+		if f.mark == Undecided {
 			f.mark = e.decision
 		}
 	case *tls.CertificateVerificationError, x509.UnknownAuthorityError, x509.CertificateInvalidError,
@@ -447,7 +455,7 @@ func (f *facts) note(err error, inLoop bool) {
 	// response retryhttp gave up on) is not taken: that loop has had its
 	// say, and the rule of one layer of retries must hold whatever the error
 	// inside thinks of itself, such as a server's x-should-retry: true.
-	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Unknown && !inLoop && !f.has(isRetried) {
+	if o, ok := err.(interface{ RetryDecision() Decision }); ok && f.own == Undecided && !inLoop && !f.has(isRetried) {
 		f.own = o.RetryDecision()
 	}
 	if u, ok := err.(interface{ Unrepeatable() error }); ok && f.refusal == nil && !inLoop {
@@ -591,13 +599,13 @@ func unmark(err error) error {
 // classify gives the loop's decision for a failed attempt, from its error
 // and that error's facts: nil to retry, or the reason to stop. The outermost
 // marker, else the policy's classifier (nil: the default rules), says whether
-// the error is worth another attempt (Unknown retries); then an error that
+// the error is worth another attempt (Undecided retries); then an error that
 // says it must not be repeated (its Unrepeatable method) stops the call with
 // its own reason, since safety outranks the chance of success.
 func classify(c Classifier, err error, f *facts) error {
 	d := f.mark
 	switch {
-	case d != Unknown:
+	case d != Undecided:
 	case c == nil:
 		d = f.decision()
 	default:

@@ -64,12 +64,12 @@ func TestDefaultClassifierSQLState(t *testing.T) {
 		{"42601", retry.Stop, false},  // syntax_error
 		{"42501", retry.Stop, false},  // insufficient_privilege
 		{"42P01", retry.Stop, false},  // undefined_table
-		{"40002", retry.Unknown, false},
-		{"55P03", retry.Unknown, false}, // lock_not_available
-		{"XX000", retry.Unknown, false}, // internal_error
-		{"", retry.Unknown, false},
-		{"4", retry.Unknown, false},
-		{"080000", retry.Unknown, false},
+		{"40002", retry.Undecided, false},
+		{"55P03", retry.Undecided, false}, // lock_not_available
+		{"XX000", retry.Undecided, false}, // internal_error
+		{"", retry.Undecided, false},
+		{"4", retry.Undecided, false},
+		{"080000", retry.Undecided, false},
 	}
 	for _, tt := range tests {
 		err := fmt.Errorf("commit: %w", sqlError(tt.state))
@@ -90,7 +90,7 @@ func TestDefaultClassifierDriverErrors(t *testing.T) {
 	}{
 		{"driver.ErrBadConn", fmt.Errorf("query: %w", driver.ErrBadConn), retry.Retry, false},
 		{"SafeToRetry true", safeToRetry(true), retry.Retry, false},
-		{"SafeToRetry false: maybe sent", safeToRetry(false), retry.Unknown, true},
+		{"SafeToRetry false: maybe sent", safeToRetry(false), retry.Undecided, true},
 		{"SafeToRetry false with a SQLSTATE: the server answered", errors.Join(safeToRetry(false), sqlError("23505")), retry.Stop, false},
 		// SafeToRetry proves nothing was sent, so even a timeout on the way
 		// (while dialing, say) leaves nothing to reconcile.
@@ -155,6 +155,6 @@ func TestTypedNilError(t *testing.T) {
 	require.ErrorIs(t, err, retry.ErrExhausted)
 	assert.Contains(t, err.Error(), "*url.Error(nil)")
 	assert.False(t, retry.OutcomeUnknown(uerr))
-	assert.Equal(t, retry.Unknown, retry.DefaultClassifier(uerr))
-	assert.Equal(t, retry.Unknown, retry.DefaultClassifier(fmt.Errorf("wrapped: %w", uerr)))
+	assert.Equal(t, retry.Undecided, retry.DefaultClassifier(uerr))
+	assert.Equal(t, retry.Undecided, retry.DefaultClassifier(fmt.Errorf("wrapped: %w", uerr)))
 }

@@ -140,22 +140,22 @@ func TestClassify(t *testing.T) {
 		{"nil classifier: default unknown retries", nil, inner, nil},
 		{"Retry", constant(Retry), inner, nil},
 		{"Stop", constant(Stop), inner, ErrNotRetryable},
-		{"Unknown retries", constant(Unknown), inner, nil},
+		{"Undecided retries", constant(Undecided), inner, nil},
 		{"out-of-range decision retries", constant(Decision(9)), inner, nil},
 		{"Permanent over Retry", constant(Retry), Permanent(inner), ErrNotRetryable},
 		{"Transient over Stop", constant(Stop), Transient(inner), nil},
-		{"outermost marker", constant(Unknown), Transient(Permanent(inner)), nil},
+		{"outermost marker", constant(Undecided), Transient(Permanent(inner)), nil},
 		{"marker deep in a join", constant(Retry), errors.Join(inner, fmt.Errorf("w: %w", Permanent(inner))), ErrNotRetryable},
 		{"an inner loop's error: default", nil, nested, ErrAlreadyRetried},
-		{"an inner loop's error: a list with the default", Classifiers(constant(Unknown), DefaultClassifier), nested, ErrAlreadyRetried},
+		{"an inner loop's error: a list with the default", Classifiers(constant(Undecided), DefaultClassifier), nested, ErrAlreadyRetried},
 		{"an inner loop's error marked Permanent", nil, Permanent(nested), ErrNotRetryable},
 		{"an inner loop that stopped on the error's nature", nil, &Error{Attempts: 1, Reason: ErrNotRetryable, Last: inner}, ErrNotRetryable},
 		{"an inner loop that stopped on a rule of safety", nil, &Error{Attempts: 1, Reason: ErrNotIdempotent, Last: refused{ErrNotIdempotent, inner}}, ErrNotIdempotent},
 		{"an inner loop's error marked Transient", nil, Transient(nested), nil},
 		{"the error's own answer: stop", nil, ownDecision{Stop}, ErrNotRetryable},
 		{"the error's own answer: retry, over a status", nil, fmt.Errorf("w: %w", errors.Join(ownDecision{Retry}, &ResponseError{StatusCode: 404})), nil},
-		{"the error's own answer: none", nil, ownDecision{Unknown}, nil},
-		{"the error's own answer, below a classifier", Classifiers(constant(Unknown), DefaultClassifier), ownDecision{Stop}, ErrNotRetryable},
+		{"the error's own answer: none", nil, ownDecision{Undecided}, nil},
+		{"the error's own answer, below a classifier", Classifiers(constant(Undecided), DefaultClassifier), ownDecision{Stop}, ErrNotRetryable},
 		{"the classifier overrides the error's own answer", constant(Retry), ownDecision{Stop}, nil},
 		{"unrepeatable and retryable", nil, refused{ErrNotIdempotent, &ResponseError{StatusCode: 503}}, ErrNotIdempotent},
 		{"unrepeatable over Transient", nil, Transient(refused{ErrNotIdempotent, inner}), ErrNotIdempotent},
@@ -194,7 +194,7 @@ func (r refused) Unrepeatable() error { return r.reason }
 func TestClassifyAsksNoClassifierWhenMarked(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := func(error) Decision { calls++; return Unknown }
+	c := func(error) Decision { calls++; return Undecided }
 	for _, err := range []error{Permanent(errors.New("x")), Transient(errors.New("x"))} {
 		f := inspect(err)
 		classify(c, err, &f)

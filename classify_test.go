@@ -356,10 +356,10 @@ func TestDefaultClassifier(t *testing.T) {
 		err  error
 		want retry.Decision
 	}{
-		{"nil", nil, retry.Unknown},
-		{"plain", plain, retry.Unknown},
-		{"plain wrapped", fmt.Errorf("a: %w", fmt.Errorf("b: %w", plain)), retry.Unknown},
-		{"io.EOF", io.EOF, retry.Unknown},
+		{"nil", nil, retry.Undecided},
+		{"plain", plain, retry.Undecided},
+		{"plain wrapped", fmt.Errorf("a: %w", fmt.Errorf("b: %w", plain)), retry.Undecided},
+		{"io.EOF", io.EOF, retry.Undecided},
 
 		{"canceled", context.Canceled, retry.Stop},
 		{"canceled wrapped", fmt.Errorf("fetch: %w", context.Canceled), retry.Stop},
@@ -375,27 +375,27 @@ func TestDefaultClassifier(t *testing.T) {
 
 		{"DNS not found", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, retry.Stop},
 		{"DNS timeout", &net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, retry.Retry},
-		{"DNS server failure", &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, retry.Unknown},
+		{"DNS server failure", &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, retry.Undecided},
 
 		{"ECONNRESET", opError(syscall.ECONNRESET), retry.Retry},
 		{"ECONNREFUSED", opError(syscall.ECONNREFUSED), retry.Retry},
 		{"EPIPE", fmt.Errorf("write: %w", opError(syscall.EPIPE)), retry.Retry},
 		{"ECONNABORTED", opError(syscall.ECONNABORTED), retry.Retry},
 		{"ETIMEDOUT", opError(syscall.ETIMEDOUT), retry.Retry},
-		{"other errno", opError(syscall.EACCES), retry.Unknown},
+		{"other errno", opError(syscall.EACCES), retry.Undecided},
 		{"unexpected EOF wrapped", fmt.Errorf("body: %w", io.ErrUnexpectedEOF), retry.Retry},
 		{"os deadline", os.ErrDeadlineExceeded, retry.Retry},
-		{"net.Error, no timeout", &net.OpError{Op: "dial", Net: "tcp", Err: plain}, retry.Unknown},
+		{"net.Error, no timeout", &net.OpError{Op: "dial", Net: "tcp", Err: plain}, retry.Undecided},
 		{"timeout under a net.Error that says no",
 			&url.Error{Op: "Get", URL: "http://x", Err: fmt.Errorf("broken: %w", &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded})},
 			retry.Retry},
 
 		{"join: second matches", errors.Join(plain, opError(syscall.ECONNRESET)), retry.Retry},
 		{"nested join", errors.Join(plain, fmt.Errorf("w: %w", errors.Join(plain, &retry.ResponseError{StatusCode: 404}))), retry.Stop},
-		{"join of unknowns", errors.Join(plain, io.EOF), retry.Unknown},
+		{"join of unknowns", errors.Join(plain, io.EOF), retry.Undecided},
 		{"Unwrap []error", multiError{plain, context.Canceled}, retry.Stop},
 		{"Unwrap []error with nil", multiError{nil, &retry.ResponseError{StatusCode: 503}}, retry.Retry},
-		{"Unwrap []error empty", multiError{}, retry.Unknown},
+		{"Unwrap []error empty", multiError{}, retry.Undecided},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -425,8 +425,8 @@ func TestDefaultClassifierHTTPStatus(t *testing.T) {
 		{"409", 409, retry.Stop},
 		{"422", 422, retry.Stop},
 		{"501", 501, retry.Stop},
-		{"505", 505, retry.Unknown},
-		{"507", 507, retry.Unknown},
+		{"505", 505, retry.Undecided},
+		{"507", 507, retry.Undecided},
 		{"0", 0, retry.Stop},
 		{"99", 99, retry.Stop},
 		{"600", 600, retry.Stop},
@@ -450,7 +450,7 @@ func TestDefaultClassifierIgnoresMarkers(t *testing.T) {
 	got := retry.DefaultClassifier(retry.Permanent(status503))
 	assert.Equal(t, retry.Retry, got, "DefaultClassifier(Permanent(503)) = %v, want retry", got)
 	got = retry.DefaultClassifier(retry.Transient(errors.New("x")))
-	assert.Equal(t, retry.Unknown, got, "DefaultClassifier(Transient(x)) = %v, want unknown", got)
+	assert.Equal(t, retry.Undecided, got, "DefaultClassifier(Transient(x)) = %v, want unknown", got)
 }
 
 // TestDefaultClassifierDoesNotAllocate runs without t.Parallel, since
@@ -493,7 +493,7 @@ func BenchmarkDefaultClassifier(b *testing.B) {
 		// A reset connection as a client wraps it: the common retryable case.
 		{"reset", fmt.Errorf("fetch: %w", opError(syscall.ECONNRESET)), retry.Retry},
 		// No rule matches, so every rule walks the whole tree: the slowest case.
-		{"unclassified", fmt.Errorf("a: %w", fmt.Errorf("b: %w", errors.New("c"))), retry.Unknown},
+		{"unclassified", fmt.Errorf("a: %w", fmt.Errorf("b: %w", errors.New("c"))), retry.Undecided},
 		{"status", fmt.Errorf("GET: %w", &retry.ResponseError{StatusCode: 503}), retry.Retry},
 	}
 	for _, bm := range benchmarks {
@@ -514,15 +514,15 @@ func always(d retry.Decision) retry.Classifier { return func(error) retry.Decisi
 
 func TestClassifiers(t *testing.T) {
 	t.Parallel()
-	unknown, retryC, stop := always(retry.Unknown), always(retry.Retry), always(retry.Stop)
+	unknown, retryC, stop := always(retry.Undecided), always(retry.Retry), always(retry.Stop)
 	tests := []struct {
 		name string
 		cs   []retry.Classifier
 		want retry.Decision
 	}{
-		{"none", nil, retry.Unknown},
-		{"only nil", []retry.Classifier{nil, nil}, retry.Unknown},
-		{"all unknown", []retry.Classifier{unknown, unknown}, retry.Unknown},
+		{"none", nil, retry.Undecided},
+		{"only nil", []retry.Classifier{nil, nil}, retry.Undecided},
+		{"all unknown", []retry.Classifier{unknown, unknown}, retry.Undecided},
 		{"first opinion wins: retry", []retry.Classifier{unknown, retryC, stop}, retry.Retry},
 		{"first opinion wins: stop", []retry.Classifier{stop, retryC}, retry.Stop},
 		{"nil skipped", []retry.Classifier{nil, unknown, nil, stop}, retry.Stop},
@@ -549,7 +549,7 @@ func TestClassifiersAsksInOrderAndStopsAtFirstOpinion(t *testing.T) {
 			return d
 		}
 	}
-	c := retry.Classifiers(record("a", retry.Unknown), record("b", retry.Stop), record("c", retry.Retry))
+	c := retry.Classifiers(record("a", retry.Undecided), record("b", retry.Stop), record("c", retry.Retry))
 	got := c(input)
 	assert.Equal(t, retry.Stop, got, "Classifiers(a, b, c)(x) = %v, want stop", got)
 	assert.Equal(t, []string{"a", "b"}, asked)
@@ -557,7 +557,7 @@ func TestClassifiersAsksInOrderAndStopsAtFirstOpinion(t *testing.T) {
 
 func TestClassifiersCopiesItsList(t *testing.T) {
 	t.Parallel()
-	cs := []retry.Classifier{always(retry.Unknown), always(retry.Retry)}
+	cs := []retry.Classifier{always(retry.Undecided), always(retry.Retry)}
 	c := retry.Classifiers(cs...)
 	cs[0], cs[1] = always(retry.Stop), always(retry.Stop)
 	got := c(errors.New("x"))
@@ -571,7 +571,7 @@ func TestClassifiersBuildsOnDefault(t *testing.T) {
 		if errors.Is(err, errMine) {
 			return retry.Retry
 		}
-		return retry.Unknown
+		return retry.Undecided
 	}
 	strict := retry.Classifiers(mine, retry.DefaultClassifier, always(retry.Stop))
 	tests := []struct {
@@ -642,7 +642,7 @@ func next(p retry.Policy, err error) retry.Decision {
 	case errors.Is(stop, retry.ErrNotRetryable):
 		return retry.Stop
 	}
-	return retry.Unknown
+	return retry.Undecided
 }
 
 func TestMarkersOutermostWins(t *testing.T) {
@@ -686,7 +686,7 @@ func TestMarkersOverrideTheClassifier(t *testing.T) {
 		want   retry.Decision
 	}{
 		{"Permanent over Retry", retry.Policy{Classifier: always(retry.Retry)}, retry.Permanent(inner), retry.Stop},
-		{"Permanent over Unknown", retry.Policy{Classifier: always(retry.Unknown)}, retry.Permanent(inner), retry.Stop},
+		{"Permanent over Undecided", retry.Policy{Classifier: always(retry.Undecided)}, retry.Permanent(inner), retry.Stop},
 		{"Transient over Stop", retry.Policy{Classifier: always(retry.Stop)}, retry.Transient(inner), retry.Retry},
 		{"Permanent over default 503", retry.Policy{}, retry.Permanent(&retry.ResponseError{StatusCode: 503}), retry.Stop},
 		{"Transient over default 404", retry.Policy{}, retry.Transient(&retry.ResponseError{StatusCode: 404}), retry.Retry},
@@ -694,7 +694,7 @@ func TestMarkersOverrideTheClassifier(t *testing.T) {
 		// Without a marker the classifier decides, so the rows above test the markers.
 		{"control: Stop", retry.Policy{Classifier: always(retry.Stop)}, inner, retry.Stop},
 		{"control: default 404", retry.Policy{}, &retry.ResponseError{StatusCode: 404}, retry.Stop},
-		{"control: Unknown retries", retry.Policy{Classifier: always(retry.Unknown)}, inner, retry.Retry},
+		{"control: Undecided retries", retry.Policy{Classifier: always(retry.Undecided)}, inner, retry.Retry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -752,13 +752,13 @@ func TestDoTransientRetriesWhatTheClassifierStops(t *testing.T) {
 func TestDecisionString(t *testing.T) {
 	t.Parallel()
 	var zero retry.Decision
-	assert.Equal(t, retry.Unknown, zero, "the zero Decision is Unknown")
+	assert.Equal(t, retry.Undecided, zero, "the zero Decision is Undecided")
 	tests := []struct {
 		name string
 		d    retry.Decision
 		want string
 	}{
-		{"unknown", retry.Unknown, "unknown"},
+		{"undecided", retry.Undecided, "unknown"},
 		{"retry", retry.Retry, "retry"},
 		{"stop", retry.Stop, "stop"},
 		{"out of range", retry.Decision(7), "unknown"},

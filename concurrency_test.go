@@ -47,7 +47,7 @@ func TestConcurrencyLimitNeverExceeded(t *testing.T) {
 				var calls atomic.Int64
 				p := retry.Policy{MaxAttempts: 4, Backoff: retry.Constant(time.Millisecond), Concurrency: lim}
 				if hedged {
-					p.Hedge = retry.Constant(5 * time.Millisecond)
+					p.HedgeDelay = retry.Constant(5 * time.Millisecond)
 					p.MaxInFlight = 3
 				}
 				var wg sync.WaitGroup
@@ -226,7 +226,7 @@ func TestConcurrencySlotReleasedOnPanic(t *testing.T) {
 				}
 				<-ctx.Done()
 				return ctx.Err()
-			}, retry.Policy{Concurrency: lim, Hedge: retry.Constant(time.Millisecond)})
+			}, retry.Policy{Concurrency: lim, HedgeDelay: retry.Constant(time.Millisecond)})
 		})
 		assert.Zero(t, lim.InFlight())
 	})
@@ -282,7 +282,7 @@ func TestConcurrencyReleaseNews(t *testing.T) {
 				return ctx.Err()
 			}
 			return nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Concurrency: n})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Concurrency: n})
 		require.NoError(t, err)
 		require.Len(t, n.errs, 2)
 		assert.NoError(t, n.errs[0], "the hedge won")
@@ -303,7 +303,7 @@ func TestConcurrencyHedgeNeedsAFreeSlot(t *testing.T) {
 			attempts.Add(1)
 			time.Sleep(50 * time.Millisecond)
 			return nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Concurrency: lim})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Concurrency: lim})
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), attempts.Load(), "no slot for the hedge")
 		assert.Equal(t, 50*time.Millisecond, time.Since(start))

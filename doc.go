@@ -85,16 +85,16 @@
 //   - TLS and certificate verification errors, and DNS "no such host", stop.
 //   - A [*ResponseError] (see [CheckResponse]) with status 408, 429, 500,
 //     502, 503 or 504 retries; 501 and any other 4xx stop; other 5xx are
-//     Unknown.
+//     Undecided.
 //   - A database error with a SQLSTATE (pgx, lib/pq): serialization
 //     failures, deadlocks, connection exceptions and shutdowns retry (retry
 //     the whole transaction); data, integrity and syntax errors stop.
 //     driver.ErrBadConn retries.
 //   - Connection reset, refused or aborted, a broken pipe,
 //     io.ErrUnexpectedEOF and network timeouts retry.
-//   - Anything else is [Unknown].
+//   - Anything else is [Undecided].
 //
-// Unknown means retry, as in most Go retry packages. A Classifier replaces
+// Undecided means retry, as in most Go retry packages. A Classifier replaces
 // the default rules; [Classifiers] composes several, the first with an
 // opinion answering, so a policy can extend the defaults and end with a
 // classifier that says [Stop] to retry only what it knows:
@@ -192,7 +192,7 @@
 // # Hedging
 //
 // Retrying answers failures; a call that is merely slow waits on. With
-// Policy.Hedge set, a call whose attempt has not answered after a delay
+// Policy.HedgeDelay set, a call whose attempt has not answered after a delay
 // starts another beside it, up to Policy.MaxInFlight at once, and takes the
 // first success, cancelling the others: the tail of the latency shrinks for
 // a little extra load. Hedges are attempts: MaxAttempts counts them, the
@@ -275,7 +275,7 @@
 // with Done set when the call ends (attempts made, time taken, the stop
 // reason). With no hook set a call pays nothing for it. Work that wants its
 // attempt number (for a log line or an attempt header) sets
-// Policy.NumberAttempts and calls [AttemptFrom] with the context fn received.
+// Policy.AttemptInContext and calls [AttemptFrom] with the context fn received.
 // Package github.com/seed93a044d1/retry/retryotel turns a Policy into one
 // that records OpenTelemetry metrics and span events.
 //

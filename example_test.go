@@ -294,7 +294,7 @@ func ExampleClassifiers() {
 		if errors.Is(err, errQuota) {
 			return retry.Stop
 		}
-		return retry.Unknown
+		return retry.Undecided
 	}
 	// My rule first, then the defaults, then stop on anything still unknown.
 	strict := retry.Classifiers(mine, retry.DefaultClassifier, func(error) retry.Decision { return retry.Stop })
@@ -411,7 +411,7 @@ func ExamplePolicy_hedge() {
 		return nil // a fast one
 	}
 	err := retry.Do(context.Background(), fetch, retry.Policy{
-		Hedge: retry.Constant(20 * time.Millisecond),
+		HedgeDelay: retry.Constant(20 * time.Millisecond),
 		Observe: func(_ context.Context, e retry.Event) {
 			switch {
 			case e.Done:
@@ -446,7 +446,7 @@ func (f *file) Close() error { f.closed = true; return nil }
 // closed by DoValue, since no one else can.
 func ExampleDoValue_hedge() {
 	var loser *file
-	policy := retry.Policy{Hedge: retry.Constant(time.Millisecond)}
+	policy := retry.Policy{HedgeDelay: retry.Constant(time.Millisecond)}
 	won, err := retry.DoValue(context.Background(), func(ctx context.Context) (*file, error) {
 		f := &file{attempt: retry.AttemptFrom(ctx)}
 		if f.attempt == 1 {

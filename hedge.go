@@ -388,7 +388,7 @@ func (h *hedgedCall) landFlight(l attemptEnd) bool {
 		h.finishHedged(time.Now(), nil, 0)
 		return true
 	}
-	for _, lr := range [...]attemptLearner{learnerOf(c.p.Hedge), learnerOf(c.p.Limiter)} {
+	for _, lr := range [...]attemptLearner{learnerOf(c.p.HedgeDelay), learnerOf(c.p.Limiter)} {
 		if lr != nil {
 			lr.Learn(l.end.Sub(f.began), l.err)
 		}

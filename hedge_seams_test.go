@@ -32,7 +32,7 @@ func TestHedgeWinnerContextLivesOn(t *testing.T) {
 				return nil, ctx.Err()
 			}
 			return ctx, nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		require.NoError(t, err)
 		require.NotNil(t, won)
 		assert.NoError(t, won.Err(), "the winner's context is not cut")
@@ -55,7 +55,7 @@ func TestHedgeFirstAttemptWinsInline(t *testing.T) {
 			calls++
 			time.Sleep(5 * time.Millisecond)
 			return ctx, nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		require.NoError(t, err)
 		assert.Equal(t, 1, calls)
 		assert.NoError(t, won.Err())
@@ -84,7 +84,7 @@ func TestHedgeWinnerBodyReadable(t *testing.T) {
 			return nil, err
 		}
 		return client.Do(req)
-	}, retry.Policy{Hedge: retry.Constant(20 * time.Millisecond)})
+	}, retry.Policy{HedgeDelay: retry.Constant(20 * time.Millisecond)})
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	got, err := io.ReadAll(resp.Body)
@@ -126,7 +126,7 @@ func TestHedgeSlowBookingDoesNotHoldTheWinner(t *testing.T) {
 			calls.Add(1)
 			time.Sleep(15 * time.Millisecond)
 			return nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Limiter: lim})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Limiter: lim})
 		require.NoError(t, err)
 		assert.Equal(t, 15*time.Millisecond, time.Since(start), "returns as its attempt succeeds")
 		time.Sleep(time.Second)
@@ -153,7 +153,7 @@ func TestHedgeSlowBookingStillHedges(t *testing.T) {
 				return 0, ctx.Err()
 			}
 			return 2, nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Limiter: lim})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Limiter: lim})
 		require.NoError(t, err)
 		assert.Equal(t, 2, n)
 		assert.Equal(t, []time.Duration{0, 60 * time.Millisecond}, starts, "the hedge starts as its booking comes back")
@@ -183,7 +183,7 @@ func TestHedgeNeverRunsSequentialWorkTwice(t *testing.T) {
 					defer inFlight.Add(-1)
 					time.Sleep(100 * time.Millisecond)
 					return errFlaky
-				}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), Hedge: retry.Constant(time.Millisecond)}, tt.opt)
+				}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), HedgeDelay: retry.Constant(time.Millisecond)}, tt.opt)
 				require.Error(t, err)
 				assert.Equal(t, int32(1), most.Load(), "attempts in flight at once")
 				assert.Equal(t, int32(tt.calls), calls.Load())
@@ -215,7 +215,7 @@ func TestHedgeLoserValueClosed(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			return vals[n], nil
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		require.NoError(t, err)
 		assert.Same(t, vals[2], won)
 		assert.False(t, won.closed.Load(), "the winner's value is the caller's")
@@ -236,7 +236,7 @@ func TestHedgeFatalAnswerKept(t *testing.T) {
 				return ctx.Err()
 			}
 			return errNotFound
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: func(_ context.Context, e retry.Event) {
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Observe: func(_ context.Context, e retry.Event) {
 			events = append(events, e)
 		}})
 		var re *retry.Error
@@ -267,7 +267,7 @@ func TestHedgeWonSeenByObserve(t *testing.T) {
 					}
 				}
 				return nil
-			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: func(ctx context.Context, e retry.Event) {
+			}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Observe: func(ctx context.Context, e retry.Event) {
 				if e.Done {
 					won = retry.HedgeWon(ctx)
 				} else {
@@ -298,7 +298,7 @@ func TestHedgeInlinePanic(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond) // the hedge starts at 10ms
 				panic("boom")
-			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+			}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		})
 		assert.True(t, hedgeCut.Load(), "the hedge was cut and had returned")
 
@@ -307,7 +307,7 @@ func TestHedgeInlinePanic(t *testing.T) {
 			_ = retry.Do(t.Context(), func(ctx context.Context) error {
 				calls++
 				panic("early")
-			}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+			}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		})
 		time.Sleep(time.Second)
 		assert.Equal(t, 1, calls, "no hedge starts after the panic")

@@ -57,7 +57,7 @@ func TestHedgeWinsOverASlowAttempt(t *testing.T) {
 		fn, calls := slowThen([]time.Duration{time.Second, 5 * time.Millisecond})
 		observe, events := recordEvents()
 		start := time.Now()
-		err := retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: observe})
+		err := retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Observe: observe})
 		require.NoError(t, err)
 		assert.Equal(t, 15*time.Millisecond, time.Since(start), "the hedge's answer, not the first attempt's")
 		assert.Equal(t, int32(2), calls.Load())
@@ -86,7 +86,7 @@ func TestHedgeLoserThatSucceedsIsObserved(t *testing.T) {
 		}
 		observe, events := recordEvents()
 		start := time.Now()
-		err := retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Observe: observe})
+		err := retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Observe: observe})
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, time.Since(start), "Do returns once every attempt has")
 		assert.Equal(t, []retry.Event{
@@ -110,7 +110,7 @@ func TestHedgeNotNeeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, calls := slowThen([]time.Duration{5 * time.Millisecond})
 		start := time.Now()
-		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)}))
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)}))
 		assert.Equal(t, 5*time.Millisecond, time.Since(start))
 		assert.Equal(t, int32(1), calls.Load())
 	})
@@ -133,7 +133,7 @@ func TestHedgeLimits(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		err := retry.Do(ctx, fn, retry.Policy{MaxAttempts: 3, MaxInFlight: 5, Hedge: retry.Constant(100 * time.Millisecond)})
+		err := retry.Do(ctx, fn, retry.Policy{MaxAttempts: 3, MaxInFlight: 5, HedgeDelay: retry.Constant(100 * time.Millisecond)})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, starts, "MaxAttempts counts hedges")
 
@@ -141,7 +141,7 @@ func TestHedgeLimits(t *testing.T) {
 		start = time.Now()
 		ctx, cancel = context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		err = retry.Do(ctx, fn, retry.Policy{MaxAttempts: 10, MaxInFlight: 2, Hedge: retry.Constant(100 * time.Millisecond)})
+		err = retry.Do(ctx, fn, retry.Policy{MaxAttempts: 10, MaxInFlight: 2, HedgeDelay: retry.Constant(100 * time.Millisecond)})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond}, starts, "MaxInFlight caps the attempts in flight")
 	})
@@ -155,7 +155,7 @@ func TestHedgeStopsOnANonRetryableError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, _ := slowThen([]time.Duration{time.Second, 5 * time.Millisecond}, nil, retry.Permanent(errFlaky))
 		start := time.Now()
-		err := retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		err := retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		var re *retry.Error
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, retry.ErrNotRetryable, re.Reason)
@@ -176,7 +176,7 @@ func TestHedgeRetryableErrors(t *testing.T) {
 		fn, calls := slowThen([]time.Duration{50 * time.Millisecond, 20 * time.Millisecond, 0}, errFlaky, errFlaky)
 		observe, events := recordEvents()
 		start := time.Now()
-		err := retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond),
+		err := retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond),
 			Backoff: retry.Constant(100 * time.Millisecond), Observe: observe})
 		require.NoError(t, err)
 		assert.Equal(t, 150*time.Millisecond, time.Since(start))
@@ -242,7 +242,7 @@ func TestHedgeReplacesAFailedAttempt(t *testing.T) {
 		})
 		start := time.Now()
 		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 4, MaxInFlight: 4,
-			Hedge: retry.Constant(100 * time.Millisecond), Backoff: retry.Constant(30 * time.Millisecond)}))
+			HedgeDelay: retry.Constant(100 * time.Millisecond), Backoff: retry.Constant(30 * time.Millisecond)}))
 		assert.Equal(t, 300*time.Millisecond, time.Since(start))
 		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond}, starts(),
 			"hedge 2 fails at 120ms: its replacement after its 30ms backoff, the next one 100ms later")
@@ -265,7 +265,7 @@ func TestHedgeServerDelayHoldsTheRetry(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 3,
-			Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)}))
+			HedgeDelay: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)}))
 		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 510 * time.Millisecond}, starts())
 	})
 }
@@ -286,7 +286,7 @@ func TestHedgeStopsForGoodOnAServerDelayAboveTheCeiling(t *testing.T) {
 			})
 			start := time.Now()
 			err := retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 5,
-				Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
+				HedgeDelay: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
 			assert.Equal(t, 50*time.Millisecond, time.Since(start))
 			assert.Equal(t, []time.Duration{0, 10 * time.Millisecond}, starts())
 			if firstErr == nil {
@@ -323,7 +323,7 @@ func TestHedgeUnrepeatableEndsTheHedging(t *testing.T) {
 			})
 			start := time.Now()
 			err := retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 5, MaxInFlight: 5,
-				Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
+				HedgeDelay: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
 			assert.Equal(t, 50*time.Millisecond, time.Since(start))
 			assert.Equal(t, []time.Duration{0, 10 * time.Millisecond}, starts(), "no hedge after the refusal")
 			if firstErr == nil {
@@ -346,7 +346,7 @@ func TestHedgeUnrepeatableEndsTheHedging(t *testing.T) {
 			return sleepCtx(ctx, 50*time.Millisecond, errFlaky)
 		})
 		err := retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 3, MaxInFlight: 3,
-			Hedge: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
+			HedgeDelay: retry.Constant(10 * time.Millisecond), Backoff: retry.Constant(0)})
 		var re *retry.Error
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, retry.ErrNotIdempotent, re.Reason)
@@ -361,7 +361,7 @@ func TestHedgeUnrepeatableEndsTheHedging(t *testing.T) {
 			return unrepeatable{retry.ErrNotRetryable}
 		})
 		start := time.Now()
-		err = retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond),
+		err = retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond),
 			Classifier: func(error) retry.Decision { return retry.Stop }})
 		assert.ErrorIs(t, err, retry.ErrNotRetryable)
 		assert.Equal(t, 10*time.Millisecond, time.Since(start))
@@ -376,7 +376,7 @@ func TestHedgeBudgetRefusalEndsTheHedging(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn, calls := slowThen([]time.Duration{time.Second})
 		start := time.Now()
-		err := retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Budget: retry.NewBudget(0, 0)})
+		err := retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Budget: retry.NewBudget(0, 0)})
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, time.Since(start), "the first attempt's own answer")
 		assert.Equal(t, int32(1), calls.Load(), "no hedge without the budget's grant")
@@ -403,7 +403,7 @@ func TestHedgeLimiterAndDeadline(t *testing.T) {
 			}
 			return nil
 		}
-		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Limiter: lim}))
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Limiter: lim}))
 		assert.Equal(t, []time.Duration{30 * time.Millisecond, 70 * time.Millisecond}, starts,
 			"the first attempt at its booking, the hedge 10ms later plus its own booking's 30ms")
 
@@ -411,7 +411,7 @@ func TestHedgeLimiterAndDeadline(t *testing.T) {
 		start = time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		err := retry.Do(ctx, fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), MinAttemptTime: 95 * time.Millisecond})
+		err := retry.Do(ctx, fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), MinAttemptTime: 95 * time.Millisecond})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, []time.Duration{0}, starts, "a hedge at 10ms leaves 90ms, less than MinAttemptTime")
 	})
@@ -443,7 +443,7 @@ func TestHedgeWaitsForTheServersDelay(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 3, MaxInFlight: 3, Hedge: retry.Constant(10 * time.Millisecond)}))
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{MaxAttempts: 3, MaxInFlight: 3, HedgeDelay: retry.Constant(10 * time.Millisecond)}))
 		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 510 * time.Millisecond}, starts)
 	})
 }
@@ -463,7 +463,7 @@ func TestHedgePanicPropagates(t *testing.T) {
 			return ctx.Err()
 		}
 		assert.PanicsWithValue(t, "boom", func() {
-			_ = retry.Do(t.Context(), fn, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+			_ = retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		})
 		assert.True(t, cancelled.Load(), "the other attempt was cancelled and had returned")
 	})
@@ -486,7 +486,7 @@ func TestHedgeDoValue(t *testing.T) {
 			case <-ctx.Done():
 				return -1, ctx.Err()
 			}
-		}, retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)})
+		}, retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)})
 		require.NoError(t, err)
 		assert.Equal(t, 20, v, "the hedge's value")
 	})
@@ -513,9 +513,9 @@ func TestHedgeLearns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &learningHedge{Constant: retry.Constant(10 * time.Millisecond)}
 		fn, _ := slowThen([]time.Duration{time.Second, 5 * time.Millisecond})
-		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Hedge: h}))
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: h}))
 		fn, _ = slowThen([]time.Duration{3 * time.Millisecond})
-		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{Hedge: h}))
+		require.NoError(t, retry.Do(t.Context(), fn, retry.Policy{HedgeDelay: h}))
 		assert.Equal(t, []time.Duration{5 * time.Millisecond, 3 * time.Millisecond}, h.seen, "the cancelled loser is not told")
 	})
 }

@@ -45,8 +45,8 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 	}
 	if h != nil {
 		c.initHedging(&h.plan)
-		hedgeLearn = learnerOf(p.Hedge)
-	} else if p.NumberAttempts {
+		hedgeLearn = learnerOf(p.HedgeDelay)
+	} else if p.AttemptInContext {
 		num = &numberedCtx{Context: ctx}
 		fctx = num
 	}

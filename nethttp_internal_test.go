@@ -30,12 +30,12 @@ func TestNoteHTTPText(t *testing.T) {
 		{"cannot retry a refused stream", errors.New("http2: Transport: cannot retry err [stream error: stream ID 3; REFUSED_STREAM] after Request.Body was written; define Request.GetBody to avoid this error"), false, Retry},
 		{"cannot retry an unusable conn", errors.New("http2: Transport: cannot retry err [http2: client conn not usable] after Request.Body was written; define Request.GetBody to avoid this error"), false, Retry},
 		// net/http retries a PROTOCOL_ERROR from the server, which read the request.
-		{"cannot retry a PROTOCOL_ERROR", errors.New("http2: Transport: cannot retry err [stream error: stream ID 1; PROTOCOL_ERROR; received from peer] after Request.Body was written; define Request.GetBody to avoid this error"), true, Unknown},
-		{"connection broken, malformed header", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", errors.New(`malformed MIME header line: x`)), true, Unknown},
-		{"connection broken inside another wrapper", fmt.Errorf("send: %w", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", errors.New("x"))), true, Unknown},
-		{"same words, not net/http's type", &textError{"http: server closed idle connection"}, false, Unknown},
-		{"same words inside more text", errors.New("proxy: http: server closed idle connection"), false, Unknown},
-		{"a plain text error", errors.New("boom"), false, Unknown},
+		{"cannot retry a PROTOCOL_ERROR", errors.New("http2: Transport: cannot retry err [stream error: stream ID 1; PROTOCOL_ERROR; received from peer] after Request.Body was written; define Request.GetBody to avoid this error"), true, Undecided},
+		{"connection broken, malformed header", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", errors.New(`malformed MIME header line: x`)), true, Undecided},
+		{"connection broken inside another wrapper", fmt.Errorf("send: %w", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", errors.New("x"))), true, Undecided},
+		{"same words, not net/http's type", &textError{"http: server closed idle connection"}, false, Undecided},
+		{"same words inside more text", errors.New("proxy: http: server closed idle connection"), false, Undecided},
+		{"a plain text error", errors.New("boom"), false, Undecided},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,8 +45,10 @@ type Event struct {
 	// when Done.
 	Retry bool
 
-	// Wait is the time until the next attempt starts, when Retry: the
-	// longest of Backoff, ServerDelay and the limiter's delay.
+	// Wait is the plan: when Retry, the time the call decided to wait
+	// before the next attempt, the longest of Backoff, ServerDelay and the
+	// limiter's delay. What it then really waited is the next event's
+	// Waited.
 	Wait time.Duration
 
 	// Backoff is the policy's backoff for this retry, jitter included; 0
@@ -67,16 +69,16 @@ type Event struct {
 	// attempt may have, as [Error].OutcomeUnknown says.
 	OutcomeUnknown bool
 
-	// Waited is how long the call really waited before this event's attempt
-	// started: the Limiter's wait before the first attempt, a retry's wait
-	// before it. When Done, it is how long the call had waited since its last
+	// Waited is what happened: how long the call really waited before this
+	// event's attempt started: the Limiter's wait before the first attempt,
+	// a retry's wait before it (the previous event's Wait, as it turned
+	// out). When Done, it is how long the call had waited since its last
 	// attempt's event, when it ended during a wait or right after one (its
-	// context ended, say, cutting the wait short); else 0. Unlike Wait,
-	// which is the plan, Waited is what happened.
+	// context ended, say, cutting the wait short); else 0.
 	Waited time.Duration
 
 	// Hedge reports that the attempt started as a hedge, beside others of
-	// the call still in flight (see Policy.Hedge). The attempt that won a
+	// the call still in flight (see Policy.HedgeDelay). The attempt that won a
 	// hedged call is the first whose event has no Err; the others in flight
 	// then are cancelled, and their events follow it, each with the error
 	// its cancellation gave it, or none when it succeeded too.
@@ -120,7 +122,7 @@ func waitBy(e Event) uint8 {
 }
 
 // AttemptFrom returns the 1-based number of the attempt whose fn received
-// ctx, or a context made from it, when the call's Policy has NumberAttempts
+// ctx, or a context made from it, when the call's Policy has AttemptInContext
 // set: for work that logs its attempt, sets an attempt header, or records
 // OpenTelemetry's http.request.resend_count (AttemptFrom(ctx)-1). With loops
 // nested, the innermost loop that numbers its attempts counts. It returns 1
@@ -141,7 +143,7 @@ func AttemptFrom(ctx context.Context) int {
 
 // HedgeWon reports whether ctx is the context that Observe received with
 // the Done event of a call that a hedge won: the call succeeded, and the
-// attempt that won it started as a hedge (see Policy.Hedge). It is false for
+// attempt that won it started as a hedge (see Policy.HedgeDelay). It is false for
 // every other context and event. With it an observer counts the calls that
 // hedges won, which the events alone cannot tell apart when calls share a
 // context.

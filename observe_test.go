@@ -20,7 +20,7 @@ func TestAttemptFrom(t *testing.T) {
 			return errFlaky
 		}
 		return nil
-	}, retry.Policy{Backoff: retry.Constant(0), NumberAttempts: true})
+	}, retry.Policy{Backoff: retry.Constant(0), AttemptInContext: true})
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2, 3}, seen)
 }
@@ -34,7 +34,7 @@ func TestAttemptFromWithAttemptTimeout(t *testing.T) {
 		require.True(t, ok, "the attempt has its timeout")
 		seen = append(seen, retry.AttemptFrom(ctx))
 		return errFlaky
-	}, retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0), NumberAttempts: true, AttemptTimeout: time.Hour})
+	}, retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0), AttemptInContext: true, AttemptTimeout: time.Hour})
 	assert.Equal(t, []int{1, 2}, seen)
 }
 
@@ -45,7 +45,7 @@ func TestAttemptFromWithoutNumbering(t *testing.T) {
 		seen = append(seen, retry.AttemptFrom(ctx))
 		return errFlaky
 	}, retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0)})
-	assert.Equal(t, []int{1, 1}, seen, "without NumberAttempts fn runs on the caller's context")
+	assert.Equal(t, []int{1, 1}, seen, "without AttemptInContext fn runs on the caller's context")
 	assert.Equal(t, 1, retry.AttemptFrom(context.Background()))
 	//lint:ignore SA1012 a nil context is documented to give 1
 	assert.Equal(t, 1, retry.AttemptFrom(nil))
@@ -53,7 +53,7 @@ func TestAttemptFromWithoutNumbering(t *testing.T) {
 
 func TestAttemptFromNested(t *testing.T) {
 	t.Parallel()
-	numbered := retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0), NumberAttempts: true}
+	numbered := retry.Policy{MaxAttempts: 2, Backoff: retry.Constant(0), AttemptInContext: true}
 	type pair struct{ outer, inner int }
 	var seen []pair
 	_ = retry.Do(t.Context(), func(ctx context.Context) error {
@@ -75,7 +75,7 @@ func TestAttemptFromReadByAGoroutine(t *testing.T) {
 	_ = retry.Do(t.Context(), func(ctx context.Context) error {
 		go func() { done <- retry.AttemptFrom(ctx) }()
 		return errFlaky
-	}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), NumberAttempts: true})
+	}, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0), AttemptInContext: true})
 	for range 3 {
 		n := <-done
 		assert.True(t, n >= 1 && n <= 3, "AttemptFrom = %d, want 1 to 3", n)
@@ -90,11 +90,11 @@ func TestObserveAndNumberingAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _ = retry.Do(ctx, success, retry.Policy{Observe: observe}) })
 	assert.Zero(t, allocs, "a first-try success with Observe set")
 
-	allocs = testing.AllocsPerRun(100, func() { _ = retry.Do(ctx, success, retry.Policy{NumberAttempts: true}) })
+	allocs = testing.AllocsPerRun(100, func() { _ = retry.Do(ctx, success, retry.Policy{AttemptInContext: true}) })
 	assert.Equal(t, 1.0, allocs, "numbering costs one context per call")
 
 	fn, reset := failing(2)
-	p := retry.Policy{MaxAttempts: 10, Backoff: retry.Constant(0), Observe: observe, NumberAttempts: true}
+	p := retry.Policy{MaxAttempts: 10, Backoff: retry.Constant(0), Observe: observe, AttemptInContext: true}
 	allocs = testing.AllocsPerRun(100, func() { reset(); _ = retry.Do(ctx, fn, p) })
 	assert.Equal(t, 1.0, allocs, "events cost nothing; numbering one context per call, not per attempt")
 }
@@ -112,7 +112,7 @@ func BenchmarkDoObserved(b *testing.B) {
 	})
 	b.Run("success-number", func(b *testing.B) {
 		fn := func(context.Context) error { return nil }
-		p := retry.Policy{NumberAttempts: true}
+		p := retry.Policy{AttemptInContext: true}
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = retry.Do(ctx, fn, p)

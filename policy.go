@@ -30,7 +30,7 @@ type Policy struct {
 	// seeded *rand.Rand is not).
 	Rand func() float64
 
-	// Classifier decides which errors are worth another attempt; Unknown
+	// Classifier decides which errors are worth another attempt; Undecided
 	// retries. nil means DefaultClassifier. A Classifier replaces the
 	// default rules; to extend them, use Classifiers(mine, DefaultClassifier).
 	Classifier Classifier
@@ -95,8 +95,8 @@ type Policy struct {
 	// time counts against the wait that follows, not in addition to it.
 	Observe func(context.Context, Event)
 
-	// Hedge, when set, hedges the call: when no attempt has ended
-	// Hedge.Delay(n, prev, u) after the last one started (n is 1 for the
+	// HedgeDelay, when set, hedges the call: when no attempt has ended
+	// HedgeDelay.Delay(n, prev, u) after the last one started (n is 1 for the
 	// first hedge, prev the delay before the last one), another attempt of
 	// the same call starts beside those in flight, up to MaxInFlight at once.
 	// The first success wins, and the context of every other attempt is
@@ -119,7 +119,7 @@ type Policy struct {
 	// fits MinAttemptTime before the deadline. Observe sees every attempt,
 	// hedges marked, the winner the first without an error. A loser cancelled
 	// in flight may still have done its work: if the call fails, its
-	// OutcomeUnknown says so. A Hedge that also has a method
+	// OutcomeUnknown says so. A HedgeDelay that also has a method
 	// Learn(d time.Duration, err error) is told how each attempt ended that
 	// the call did not cancel, so that its delay can follow the latencies of
 	// the calls that share it (see package adaptive).
@@ -140,19 +140,34 @@ type Policy struct {
 	// they have returned.
 	//
 	// Hedge only work that is safe to do twice: work declared [Sequential]
-	// or [Once] is never hedged, whatever Hedge says. nil means no hedging.
-	Hedge Backoff
+	// or [Once] is never hedged, whatever HedgeDelay says. nil means no
+	// hedging.
+	HedgeDelay Backoff
 
 	// MaxInFlight is the most attempts of one call in flight at once when
-	// Hedge is set. 0 means 2: the first attempt and one hedge.
+	// HedgeDelay is set. 0 means 2: the first attempt and one hedge.
 	MaxInFlight int
 
-	// NumberAttempts, when true, gives fn a context that carries the
+	// AttemptInContext, when true, gives fn a context that carries the
 	// attempt's number, which [AttemptFrom] reads: for work that logs its
 	// attempt, sets an attempt header or records a resend count. It costs
 	// one allocation per call. false means fn runs on the caller's own
 	// context, and AttemptFrom finds no number there.
+	AttemptInContext bool
+
+	// NumberAttempts is the former name of AttemptInContext: either one
+	// set gives fn a numbered context.
+	//
+	// Deprecated: Use AttemptInContext. NumberAttempts read as a count;
+	// it goes before v1.
 	NumberAttempts bool
+
+	// Hedge is the former name of HedgeDelay, which is read first: Hedge
+	// counts only when HedgeDelay is nil.
+	//
+	// Deprecated: Use HedgeDelay. Hedge read as a switch where it is the
+	// delay before each hedge; it goes before v1.
+	Hedge Backoff
 
 	// The size of a Policy is kept a multiple of 16 bytes: Do copies the
 	// Policy out of its Option, and at 104 bytes that copy's last 16-byte
@@ -232,5 +247,15 @@ func policyInto(p *Policy, opts []Option) repeatRule {
 			r = o
 		}
 	}
+	p.undeprecate()
 	return r
+}
+
+// undeprecate moves what the deprecated fields say into the fields that
+// replaced them, so that the loop reads only those.
+func (p *Policy) undeprecate() {
+	if p.HedgeDelay == nil {
+		p.HedgeDelay = p.Hedge
+	}
+	p.AttemptInContext = p.AttemptInContext || p.NumberAttempts
 }

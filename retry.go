@@ -38,7 +38,7 @@ import (
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
 	var c callState
 	c.repeats = policyInto(&c.p, opts)
-	if c.p.Hedge != nil && c.repeats == 0 {
+	if c.p.HedgeDelay != nil && c.repeats == 0 {
 		h := newHedged(fn, &c)
 		_, err := runCall(ctx, &h.c, fn, h)
 		return err
@@ -72,7 +72,7 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 		_, err := runCall(ctx, &c, nil, nil)
 		return v, err
 	}
-	if c.p.Hedge != nil && c.repeats == 0 {
+	if c.p.HedgeDelay != nil && c.repeats == 0 {
 		return hedgedValue(ctx, &c, fn)
 	}
 	_, err := runCall(ctx, &c, func(ctx context.Context) error {

@@ -952,7 +952,7 @@ func BenchmarkDo(b *testing.B) {
 		// attempt's goroutine, its context, the timer).
 		fn := func(context.Context) error { return nil }
 		p := policy
-		p.Hedge = retry.Constant(time.Hour)
+		p.HedgeDelay = retry.Constant(time.Hour)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := retry.Do(ctx, fn, p); err != nil {

@@ -264,7 +264,7 @@ type ResponseError struct {
 
 	// ShouldRetry is the server's own word on retrying, from its
 	// x-should-retry header: [Retry] for "true", [Stop] for "false",
-	// [Unknown] when it has none.
+	// [Undecided] when it has none.
 	ShouldRetry Decision
 
 	// spent is the retry loop that gave up on this response, when
@@ -288,17 +288,17 @@ func (e *ResponseError) Error() string {
 func (e *ResponseError) serverDelay() time.Duration { return e.RetryAfter }
 
 // RetryDecision returns ShouldRetry when it is [Retry] or [Stop], the
-// server's x-should-retry header, and [Unknown] otherwise. As the first rule
+// server's x-should-retry header, and [Undecided] otherwise. As the first rule
 // of [DefaultClassifier], it overrides the status rule both ways: a 400 with
 // "x-should-retry: true" is retried, a 503 with "false" is not. It has no
-// say on a response that retryhttp returned after giving up on it (Unknown),
+// say on a response that retryhttp returned after giving up on it (Undecided),
 // nor over the rules the loop applies around any classifier: the caller's
 // context, the [Permanent] and [Transient] markers, and an error's
 // Unrepeatable method, by which a request that is not idempotent stops
 // whatever the server says.
 func (e *ResponseError) RetryDecision() Decision {
 	if e.spent != nil || (e.ShouldRetry != Retry && e.ShouldRetry != Stop) {
-		return Unknown
+		return Undecided
 	}
 	return e.ShouldRetry
 }
@@ -467,5 +467,5 @@ func parseShouldRetry(v string) Decision {
 	case strings.EqualFold(v, "false"):
 		return Stop
 	}
-	return Unknown
+	return Undecided
 }

@@ -440,7 +440,7 @@ func (c *callState) planHedge(replace bool) {
 	}
 	at := h.notBefore
 	if !replace {
-		h.hedgeWait = max(c.p.Hedge.Delay(h.hedges+1, h.hedgeWait, unit(c.draw())), 0)
+		h.hedgeWait = max(c.p.HedgeDelay.Delay(h.hedges+1, h.hedgeWait, unit(c.draw())), 0)
 		if next := h.lastStart.Add(h.hedgeWait); next.After(at) {
 			at = next
 		}

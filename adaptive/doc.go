@@ -10,7 +10,7 @@
 //		apiHedge   = &adaptive.Hedge{}
 //	)
 //	policy := retry.Policy{Limiter: apiLimiter, Budget: retry.NewBudget(0.1, 1)}
-//	hedged := retry.Policy{Limiter: apiLimiter, Hedge: apiHedge, Budget: retry.NewBudget(0.05, 1)}
+//	hedged := retry.Policy{Limiter: apiLimiter, HedgeDelay: apiHedge, Budget: retry.NewBudget(0.05, 1)}
 //
 // The Limiter and the Hedge learn through a method Learn(d time.Duration,
 // err error) that the retry loop calls after each attempt, the Concurrency
@@ -208,7 +208,7 @@
 //
 // # The Hedge
 //
-// A [Hedge] is a retry.Backoff for Policy.Hedge: the delay before a hedge
+// A [Hedge] is a retry.Backoff for Policy.HedgeDelay: the delay before a hedge
 // is the Quantile (default 0.95) of the durations of the last
 // max(1000, 20/(1-Quantile)) successful attempts it was told of, never
 // below Floor (default 10ms, also the delay until 10/(1-Quantile)

@@ -75,7 +75,7 @@ func ExampleHedge() {
 	}
 	fmt.Println(hedge.Delay(1, 0, 0).Round(time.Millisecond))
 
-	policy := retry.Policy{Hedge: hedge, Budget: retry.NewBudget(0.05, 1)}
+	policy := retry.Policy{HedgeDelay: hedge, Budget: retry.NewBudget(0.05, 1)}
 	err := retry.Do(context.Background(), func(context.Context) error { return nil }, policy)
 	fmt.Println(err)
 	// Output:

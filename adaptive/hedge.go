@@ -27,7 +27,7 @@ const (
 // that dependency:
 //
 //	hedge := &adaptive.Hedge{}
-//	policy := retry.Policy{Hedge: hedge, Budget: retry.NewBudget(0.05, 1)}
+//	policy := retry.Policy{HedgeDelay: hedge, Budget: retry.NewBudget(0.05, 1)}
 //
 // It keeps the last max(1000, 20/(1-Quantile)) successes (1000 at p95) in
 // a ring, each as its bucket of a log-linear histogram whose buckets are at

@@ -174,7 +174,7 @@ func runTail(t *testing.T, calls int, policy retry.Policy) tailRun {
 	slices.Sort(latencies)
 	q := func(p float64) time.Duration { return latencies[int(float64(len(latencies))*p+0.999999)-1] }
 	run := tailRun{p50: q(0.5), p99: q(0.99), p999: q(0.999), extra: float64(attempts-calls) / float64(calls)}
-	if h, ok := policy.Hedge.(*adaptive.Hedge); ok {
+	if h, ok := policy.HedgeDelay.(*adaptive.Hedge); ok {
 		run.delay = h.Delay(1, 0, 0)
 	}
 	return run
@@ -189,8 +189,8 @@ func TestHedgeCutsTheTail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const calls = 20_000
 		base := runTail(t, calls, retry.Policy{})
-		p95 := runTail(t, calls, retry.Policy{Hedge: &adaptive.Hedge{Floor: time.Millisecond}})
-		floor := runTail(t, calls, retry.Policy{Hedge: &adaptive.Hedge{}})
+		p95 := runTail(t, calls, retry.Policy{HedgeDelay: &adaptive.Hedge{Floor: time.Millisecond}})
+		floor := runTail(t, calls, retry.Policy{HedgeDelay: &adaptive.Hedge{}})
 		for _, r := range []struct {
 			name string
 			run  tailRun

@@ -504,7 +504,7 @@ func TestConcurrencyThroughDo(t *testing.T) {
 			p := retry.Policy{
 				Concurrency: newConcurrency(t, store, 3, time.Second, nil),
 				Backoff:     retry.Constant(2 * time.Millisecond),
-				Hedge:       retry.Constant(4 * time.Millisecond),
+				HedgeDelay:  retry.Constant(4 * time.Millisecond),
 			}
 			for i := range 8 {
 				wg.Go(func() {

@@ -138,7 +138,7 @@ func TestConcurrencyLimitBoundsTheServerWithHedges(t *testing.T) {
 		lis, dial, _ := nw.listen(t)
 		srv := s.serveOn(lis)
 		defer srv.Stop()
-		p := retry.Policy{Hedge: retry.Constant(10 * time.Millisecond), Concurrency: lim}
+		p := retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond), Concurrency: lim}
 		conn := dialRaw(t, dial, true, p, []retrygrpc.Option{retrygrpc.Idempotent(methodGet)},
 			grpc.WithChainUnaryInterceptor(holdFirst))
 		defer conn.Close()

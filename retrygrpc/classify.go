@@ -18,7 +18,7 @@ import (
 //		if status.Code(err) == codes.Internal {
 //			return retry.Retry
 //		}
-//		return retry.Unknown
+//		return retry.Undecided
 //	})
 //
 // It finds the status of the first error in err's tree that has one, as

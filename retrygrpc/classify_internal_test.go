@@ -110,7 +110,7 @@ func TestDefaultClassifierTable(t *testing.T) {
 			// core's default classifier applies, alone or after the user's.
 			assert.Equal(t, want, ae.RetryDecision(), "RetryDecision(%v, pushback %d)", c, pb)
 			assert.Equal(t, want, retry.DefaultClassifier(ae), "retry.DefaultClassifier(%v, pushback %d)", c, pb)
-			mine := retry.Classifiers(func(error) retry.Decision { return retry.Unknown }, retry.DefaultClassifier)
+			mine := retry.Classifiers(func(error) retry.Decision { return retry.Undecided }, retry.DefaultClassifier)
 			assert.Equal(t, want, mine(retry.RetryAfter(ae, time.Second)), "Classifiers(mine, retry.DefaultClassifier)(%v)", c)
 			// Wrapped as the interceptors wrap it for the loop.
 			wrapped := retry.Permanent(retry.RetryAfter(ae, time.Second))
@@ -132,7 +132,7 @@ func TestDefaultClassifierTable(t *testing.T) {
 	// Errors without a status: the core's rules.
 	assert.Equal(t, retry.Stop, DefaultClassifier(context.Canceled))
 	assert.Equal(t, retry.Retry, DefaultClassifier(io.ErrUnexpectedEOF))
-	assert.Equal(t, retry.Unknown, DefaultClassifier(errors.New("something else")))
+	assert.Equal(t, retry.Undecided, DefaultClassifier(errors.New("something else")))
 }
 
 func TestOutcomeUnknownTable(t *testing.T) {

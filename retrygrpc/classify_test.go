@@ -29,7 +29,7 @@ func TestSharedPolicyKeepsEachWorldsTable(t *testing.T) {
 		if errors.Is(err, errMine) {
 			return retry.Stop
 		}
-		return retry.Unknown
+		return retry.Undecided
 	}
 	policy := retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0),
 		Classifier: retry.Classifiers(mine, retry.DefaultClassifier)}
@@ -102,7 +102,7 @@ func TestClientMadeStatusIsAnUnknownOutcome(t *testing.T) {
 			if status.Code(err) == codes.ResourceExhausted {
 				return retry.Retry
 			}
-			return retry.Unknown
+			return retry.Undecided
 		}
 		conn, stop := start(t, nw, s, retry.Policy{MaxAttempts: 3, Backoff: retry.Constant(0),
 			Classifier: retry.Classifiers(retryExhausted, retrygrpc.DefaultClassifier)}, retrygrpc.Idempotent(methodGet))

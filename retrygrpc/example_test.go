@@ -122,7 +122,7 @@ func ExampleDefaultClassifier() {
 			if status.Code(err) == codes.Internal {
 				return retry.Retry
 			}
-			return retry.Unknown
+			return retry.Undecided
 		}, retrygrpc.DefaultClassifier),
 	}
 	conn, err := grpc.NewClient("passthrough:///greeter", dialer, grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -39,7 +39,7 @@ import (
 // and the next hedge; its Classifier retries exactly the nonFatal codes,
 // and replaces [DefaultClassifier]. Only unary calls of methods declared
 // idempotent are hedged (see the package documentation); every other call
-// runs under the same Policy without its Hedge: a retry policy with that
+// runs under the same Policy without its HedgeDelay: a retry policy with that
 // Classifier, no backoff, and the rules of safety of every retry.
 func HedgingPolicy(maxAttempts int, hedgingDelay time.Duration, nonFatal ...codes.Code) retry.Policy {
 	maxAttempts = max(maxAttempts, 1)
@@ -52,7 +52,7 @@ func HedgingPolicy(maxAttempts int, hedgingDelay time.Duration, nonFatal ...code
 	return retry.Policy{
 		MaxAttempts: maxAttempts,
 		MaxInFlight: maxAttempts,
-		Hedge:       retry.Constant(max(hedgingDelay, 0)),
+		HedgeDelay:  retry.Constant(max(hedgingDelay, 0)),
 		Backoff:     retry.Constant(0),
 		Classifier:  set.classify,
 	}
@@ -95,7 +95,7 @@ func (u *unaryCall) hedge() error {
 	// The type is read before any attempt starts: the first decodes into msg
 	// while the others run.
 	u.replyType = msg.ProtoReflect().Type()
-	p.NumberAttempts = true
+	p.AttemptInContext = true
 	won, err := retry.DoValue(u.ctx, u.hedgeAttempt, &p)
 	if err != nil {
 		return err

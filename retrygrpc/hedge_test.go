@@ -581,8 +581,8 @@ func TestHedgingPolicy(t *testing.T) {
 			p := retrygrpc.HedgingPolicy(tt.maxAttempts, tt.delay, tt.nonFatal...)
 			assert.Equal(t, tt.attempts, p.MaxAttempts)
 			assert.Equal(t, tt.attempts, p.MaxInFlight, "every attempt may be in flight at once")
-			require.NotNil(t, p.Hedge)
-			assert.Equal(t, tt.hedge, p.Hedge.Delay(1, 0, 0.5))
+			require.NotNil(t, p.HedgeDelay)
+			assert.Equal(t, tt.hedge, p.HedgeDelay.Delay(1, 0, 0.5))
 			assert.Equal(t, time.Duration(0), p.Backoff.Delay(1, 0, 0.5), "no backoff")
 			for c := codes.OK; c <= codes.Unauthenticated+1; c++ {
 				want := retry.Stop

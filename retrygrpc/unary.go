@@ -67,7 +67,8 @@ func (c *config) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	u.opts = append(u.opts, grpc.Peer(&u.peer), grpc.Trailer(&u.trailer))
 	var err error
-	if u.policy.Hedge != nil {
+	//lint:ignore SA1019 a policy that still says Hedge hedges until that name goes
+	if u.policy.HedgeDelay != nil || u.policy.Hedge != nil {
 		err = u.hedge()
 	} else {
 		err = retry.Do(ctx, u.attempt, u.policy)

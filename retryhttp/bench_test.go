@@ -37,7 +37,7 @@ func BenchmarkGET(b *testing.B) {
 		}},
 		{name: "retryhttp.Transport/Hedge", wrap: func(t *http.Transport) http.RoundTripper {
 			// The first attempt answers long before the hedge delay.
-			return &retryhttp.Transport{Base: t, Policy: retry.Policy{Hedge: retry.Constant(time.Hour)}}
+			return &retryhttp.Transport{Base: t, Policy: retry.Policy{HedgeDelay: retry.Constant(time.Hour)}}
 		}},
 	}
 	for _, bm := range benchmarks {

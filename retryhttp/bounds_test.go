@@ -156,7 +156,7 @@ func TestConcurrencyLimitBoundsTheServerWithHedges(t *testing.T) {
 	})
 	client := (&retryhttp.Transport{
 		Policy: retry.Policy{
-			Hedge:       retry.Constant(10 * time.Millisecond),
+			HedgeDelay:  retry.Constant(10 * time.Millisecond),
 			Concurrency: lim,
 		},
 		AttemptHeader: "Retry-Attempt",

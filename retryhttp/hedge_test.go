@@ -126,8 +126,8 @@ func TestHedgedRequest(t *testing.T) {
 	tr := &tracker{base: srv.Client().Transport}
 	var events []retry.Event
 	client := retryhttp.NewClient(&http.Client{Transport: tr}, retry.Policy{
-		Hedge:   retry.Constant(20 * time.Millisecond),
-		Observe: func(_ context.Context, e retry.Event) { events = append(events, e) },
+		HedgeDelay: retry.Constant(20 * time.Millisecond),
+		Observe:    func(_ context.Context, e retry.Event) { events = append(events, e) },
 	})
 	resp, err := client.Get(srv.URL)
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func TestNotHedgedWhenNotRetryable(t *testing.T) {
 		n.Add(1)
 		time.Sleep(100 * time.Millisecond)
 	})
-	client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(time.Millisecond)})
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{HedgeDelay: retry.Constant(time.Millisecond)})
 	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("charge"))
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -211,7 +211,7 @@ func TestHedgingLeaksNothing(t *testing.T) {
 			base := srv.Client().Transport.(*http.Transport)
 			base.MaxIdleConnsPerHost = 8
 			tr := &tracker{base: base}
-			client := retryhttp.NewClient(&http.Client{Transport: tr}, retry.Policy{Hedge: retry.Constant(5 * time.Millisecond)})
+			client := retryhttp.NewClient(&http.Client{Transport: tr}, retry.Policy{HedgeDelay: retry.Constant(5 * time.Millisecond)})
 			before := runtime.NumGoroutine()
 			var wg sync.WaitGroup
 			work := make(chan struct{})
@@ -288,7 +288,7 @@ func TestHedgedWinnerBodyOutlivesItsAttempt(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(time.Second)})
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{HedgeDelay: retry.Constant(time.Second)})
 	for i := range 20 {
 		resp, err := client.Get(srv.URL)
 		require.NoError(t, err, "call %d", i)
@@ -324,8 +324,8 @@ func TestHedgedLoserThatAnswersAnyway(t *testing.T) {
 		})
 		var events []retry.Event
 		client := (&retryhttp.Transport{Policy: retry.Policy{
-			Hedge:   retry.Constant(10 * time.Millisecond),
-			Observe: func(_ context.Context, e retry.Event) { events = append(events, e) },
+			HedgeDelay: retry.Constant(10 * time.Millisecond),
+			Observe:    func(_ context.Context, e retry.Event) { events = append(events, e) },
 		}}).Client(&http.Client{Transport: base})
 		resp, err := client.Get("http://example.invalid/")
 		require.NoError(t, err)
@@ -356,7 +356,7 @@ func TestHedgedFatalAnswerReturned(t *testing.T) {
 			w.WriteHeader(status)
 			io.WriteString(w, "the answer")
 		})
-		client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(20 * time.Millisecond)})
+		client := retryhttp.NewClient(srv.Client(), retry.Policy{HedgeDelay: retry.Constant(20 * time.Millisecond)})
 		resp, err := client.Get(srv.URL)
 		require.NoError(t, err, "status %d", status)
 		require.NotNil(t, resp)
@@ -405,7 +405,7 @@ func TestKeyedRequestNotHedged(t *testing.T) {
 	ks := &keyServer{inFlight: map[string]bool{}, done: map[string]int{}}
 	srv := httptest.NewServer(ks)
 	t.Cleanup(srv.Close)
-	client := retryhttp.NewClient(srv.Client(), retry.Policy{Hedge: retry.Constant(5 * time.Millisecond)})
+	client := retryhttp.NewClient(srv.Client(), retry.Policy{HedgeDelay: retry.Constant(5 * time.Millisecond)})
 	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("charge"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "k-1")
@@ -450,7 +450,7 @@ func TestHedgedRequestSeams(t *testing.T) {
 	for _, tt := range tests {
 		n.Store(0)
 		p := tt.policy
-		p.Hedge = retry.Constant(600 * time.Millisecond)
+		p.HedgeDelay = retry.Constant(600 * time.Millisecond)
 		client := retryhttp.NewClient(srv.Client(), p)
 		ctx, cancel := context.Background(), context.CancelFunc(func() {})
 		if tt.ctx != nil {

@@ -44,7 +44,7 @@ type Transport struct {
 	// response headers arrive, never the body of the response returned.
 	// Its Observe, if set, sees every attempt after the discarded response
 	// has been drained and closed, with a context from which RequestFrom
-	// returns the request. Attempts are always numbered (NumberAttempts),
+	// returns the request. Attempts are always numbered (AttemptInContext),
 	// so retry.AttemptFrom(resp.Request.Context()) tells which attempt
 	// produced a response.
 	Policy retry.Policy
@@ -249,7 +249,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.policy.AttemptTimeout = 0
 	c.observe = c.policy.Observe
 	c.policy.Observe = c.observeEvent
-	c.policy.NumberAttempts = true
+	c.policy.AttemptInContext = true
 	// What the request may bear is declared to the core, which hedges only
 	// what may run twice at once.
 	var bears retry.Option = retry.Once

@@ -69,7 +69,7 @@ func ExampleInstrument() {
 // answers only when it is cut, so a hedge starts after 50ms and wins.
 func ExampleInstrument_hedging() {
 	reader := sdkmetric.NewManualReader()
-	policy := retryotel.Instrument(retry.Policy{Hedge: retry.Constant(50 * time.Millisecond), NumberAttempts: true},
+	policy := retryotel.Instrument(retry.Policy{HedgeDelay: retry.Constant(50 * time.Millisecond), AttemptInContext: true},
 		retryotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 
 	ctx := context.Background()

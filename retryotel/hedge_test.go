@@ -19,7 +19,7 @@ const stall = -1
 // attempts returns a function whose attempt n takes took[n-1] and then
 // fails with errs[n-1] (nil: succeeds); one that takes stall blocks until
 // its context ends. Attempts past the lists succeed at once. It reads the
-// attempt's number from its context: the policy must set NumberAttempts.
+// attempt's number from its context: the policy must set AttemptInContext.
 func attempts(took []time.Duration, errs []error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		n := retry.AttemptFrom(ctx) - 1
@@ -83,10 +83,10 @@ func TestHedgedAttemptTypes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tl := newTelemetry(t)
 				policy := tl.instrument(retry.Policy{
-					MaxAttempts:    4,
-					Backoff:        retry.Constant(time.Second),
-					Hedge:          retry.Constant(100 * time.Millisecond),
-					NumberAttempts: true,
+					MaxAttempts:      4,
+					Backoff:          retry.Constant(time.Second),
+					HedgeDelay:       retry.Constant(100 * time.Millisecond),
+					AttemptInContext: true,
 				})
 				require.NoError(t, retry.Do(t.Context(), tt.fn, policy))
 
@@ -114,7 +114,7 @@ func TestHedgingLoadFromTheMetrics(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		tl := newTelemetry(t)
-		policy := tl.instrument(retry.Policy{Hedge: retry.Constant(100 * time.Millisecond), NumberAttempts: true})
+		policy := tl.instrument(retry.Policy{HedgeDelay: retry.Constant(100 * time.Millisecond), AttemptInContext: true})
 		for i := range 10 {
 			fn := attempts(nil, nil)
 			if i%3 == 0 && i > 0 {
@@ -148,9 +148,9 @@ func TestCallWonByHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tl := newTelemetry(t)
 		policy := tl.instrument(retry.Policy{
-			Backoff:        retry.Constant(0),
-			Hedge:          retry.Constant(100 * time.Millisecond),
-			NumberAttempts: true,
+			Backoff:          retry.Constant(0),
+			HedgeDelay:       retry.Constant(100 * time.Millisecond),
+			AttemptInContext: true,
 		})
 		for _, fn := range []func(context.Context) error{
 			attempts([]time.Duration{stall}, nil),                         // the hedge wins

@@ -479,7 +479,7 @@ func TestKeepsTheUsersObserve(t *testing.T) {
 func TestInstrumentKeepsThePolicy(t *testing.T) {
 	t.Parallel()
 	budget := retry.NewBudget(0.1, 1)
-	p := retry.Policy{MaxAttempts: 7, Backoff: retry.Constant(time.Second), Budget: budget, NumberAttempts: true}
+	p := retry.Policy{MaxAttempts: 7, Backoff: retry.Constant(time.Second), Budget: budget, AttemptInContext: true}
 	got := retryotel.Instrument(p, retryotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
 	require.NotNil(t, got.Observe)
 	got.Observe = nil

@@ -102,9 +102,9 @@ func (e *commitError) Unrepeatable() error {
 // retry.ErrNotRetryable: the call stops either way, for the commit.
 func (e *commitError) RetryDecision() retry.Decision {
 	if e.check == nil {
-		return retry.Unknown
+		return retry.Undecided
 	}
-	if d := retry.DefaultClassifier(e.err); d != retry.Unknown {
+	if d := retry.DefaultClassifier(e.err); d != retry.Undecided {
 		return d
 	}
 	return retry.Retry

@@ -432,7 +432,7 @@ func TestTxNeverHedged(t *testing.T) {
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO hedged VALUES (1)`)
 		return err
-	}, retrypg.WithPolicy(retry.Policy{Hedge: retry.Constant(time.Millisecond), MaxInFlight: 3}))
+	}, retrypg.WithPolicy(retry.Policy{HedgeDelay: retry.Constant(time.Millisecond), MaxInFlight: 3}))
 	require.NoError(t, err)
 	assert.Equal(t, 1, runs)
 	var rows int

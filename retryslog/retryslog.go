@@ -42,7 +42,7 @@ import (
 //     succeeded", with attempts, since a line per healthy call at Info
 //     would be noise.
 //
-// An attempt that started as a hedge (see Policy.Hedge) has hedge=true as
+// An attempt that started as a hedge (see Policy.HedgeDelay) has hedge=true as
 // well. The function is safe for concurrent use, as a logger is: one
 // Observer serves every call of a policy.
 func Observer(logger *slog.Logger) func(context.Context, retry.Event) {

@@ -85,7 +85,7 @@ func TestObserverHedgedLoser(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		logger, buf := textLogger()
-		policy := retry.Policy{MaxAttempts: 2, Hedge: retry.Constant(time.Millisecond), NumberAttempts: true,
+		policy := retry.Policy{MaxAttempts: 2, HedgeDelay: retry.Constant(time.Millisecond), AttemptInContext: true,
 			Observe: retryslog.Observer(logger)}
 		err := retry.Do(t.Context(), func(ctx context.Context) error {
 			if retry.AttemptFrom(ctx) == 1 {

@@ -615,7 +615,7 @@ func TestTxNeverHedged(t *testing.T) {
 		time.Sleep(30 * time.Millisecond) // far beyond the hedge delay
 		return transfer("alice", "bob", 30, "", &calls)(ctx, tx)
 	}
-	p := retry.Policy{Hedge: retry.Constant(time.Millisecond), MaxInFlight: 3}
+	p := retry.Policy{HedgeDelay: retry.Constant(time.Millisecond), MaxInFlight: 3}
 	require.NoError(t, retrysql.Tx(t.Context(), db, slow, retrysql.WithPolicy(p)))
 	assert.Equal(t, int32(1), calls.Load())
 	assert.Equal(t, int32(1), most.Load(), "transactions in flight at once")

@@ -22,7 +22,7 @@ import (
 // The live hedging check: the hedging study's server for real, on
 // loopback, with the study's heavy tail (attempts of 4-6 ms, 2% of them
 // after a stall of about 1 s), called through retryhttp with and without
-// Policy.Hedge.
+// Policy.HedgeDelay.
 const (
 	defaultLiveCalls = 1000
 	liveConcurrency  = 50                    // calls in flight at once
@@ -47,11 +47,11 @@ func liveHedging(c config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\nLIVE HEDGING: %d GET calls, %d at a time, through retryhttp to a loopback HTTP server (real time)\n", c.liveCalls, liveConcurrency)
 	fmt.Fprintf(stdout, "Server: the hedging study's heavy tail for real: each request sleeps 4 to 6 ms, 2%% of them 0.9 to 1.1 s more,\n")
 	fmt.Fprintf(stdout, "  drawn per call and attempt; a request whose client goes away stops at once.\n")
-	fmt.Fprintf(stdout, "Policies: the zero Policy, and the same with Hedge: retry.Constant(%v) (the study's p95 plus room for this\n", liveHedgeDelay)
+	fmt.Fprintf(stdout, "Policies: the zero Policy, and the same with HedgeDelay: retry.Constant(%v) (the study's p95 plus room for this\n", liveHedgeDelay)
 	fmt.Fprintf(stdout, "  machine's scheduling delays, which real time adds to every attempt).\n")
 	fmt.Fprintf(stdout, "Protocols: HTTP/2 without TLS (h2c), where a cancelled loser's stream is reset and its connection kept; and\n")
 	fmt.Fprintf(stdout, "  HTTP/1.1, where a request cancelled in flight costs its connection.\n")
-	hedge := retry.Policy{Hedge: retry.Constant(liveHedgeDelay)}
+	hedge := retry.Policy{HedgeDelay: retry.Constant(liveHedgeDelay)}
 	runs := []struct {
 		name   string
 		policy retry.Policy

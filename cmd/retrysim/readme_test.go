@@ -135,7 +135,7 @@ func TestREADMELiveIsTheCommand(t *testing.T) {
 	text := strings.Join(strings.Fields(readmeSection(t, "## Live runs", "## Flags")), " ")
 	assert.Contains(t, text, fmt.Sprintf("%d goroutines send through", defaultLiveJobs))
 	assert.Contains(t, text, fmt.Sprintf("%s GET calls, %d at a time", count(defaultLiveCalls), liveConcurrency))
-	assert.Contains(t, text, fmt.Sprintf("Hedge: retry.Constant(%v)", liveHedgeDelay))
+	assert.Contains(t, text, fmt.Sprintf("HedgeDelay: retry.Constant(%v)", liveHedgeDelay))
 	assert.Contains(t, text, fmt.Sprintf("hangs for %s", dur(liveOutage)))
 	z := defaultLiveIngest
 	assert.Contains(t, text, fmt.Sprintf("%s writes left by a %s outage, %s writers", count(z.writes), dur(z.outage), count(z.writers)))

@@ -186,7 +186,7 @@ func Example_avastRetryGo() {
 			if errors.Is(err, errNotFound) {
 				return retry.Stop
 			}
-			return retry.Unknown
+			return retry.Undecided
 		}, retry.DefaultClassifier),
 		Observe: func(_ context.Context, e retry.Event) { // OnRetry; Attempt counts from 1
 			if e.Retry {

@@ -1,5 +1,5 @@
 // Package hedging is retrysim's hedging study in virtual time: calls of
-// retry.Do with Policy.Hedge, modelled by the core's hedging rules
+// retry.Do with Policy.HedgeDelay, modelled by the core's hedging rules
 // (model.go, checked attempt by attempt against retry.Do in a synctest
 // bubble), against a server whose attempts have a heavy tail, a worker
 // pool, a bounded queue that sheds with 503, and cancellations that reach

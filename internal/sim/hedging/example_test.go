@@ -14,7 +14,7 @@ import (
 func ExampleRun() {
 	r := hedging.Run(hedging.Config{
 		Arrivals: []time.Duration{0},
-		Policy:   retry.Policy{Hedge: retry.Constant(10 * time.Millisecond)},
+		Policy:   retry.Policy{HedgeDelay: retry.Constant(10 * time.Millisecond)},
 		Answer: func(call, attempt int) (time.Duration, error) {
 			if attempt == 1 {
 				return time.Second, nil

@@ -14,7 +14,7 @@ import (
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // The hedged call in virtual time: the rules of the core's loop (retry.Do
-// with Policy.Hedge set, hedge.go), one call at a time, for the hedging
+// with Policy.HedgeDelay set, hedge.go), one call at a time, for the hedging
 // study. retry.Do cannot run in virtual time outside a synctest bubble, so
 // this file restates its rules, and TestHedgeModelMatchesTheCore runs the
 // same calls through retry.Do in a bubble and compares every attempt. The
@@ -256,13 +256,13 @@ func (r *hedgeRun) plan(i int, now time.Duration, replace bool) {
 	c := &r.calls[i]
 	c.gen++
 	c.planned, c.nextRetry = false, false
-	if r.p.Hedge == nil || c.noMore || len(c.flights) == 0 || len(c.flights) >= r.maxInFlight() ||
+	if r.p.HedgeDelay == nil || c.noMore || len(c.flights) == 0 || len(c.flights) >= r.maxInFlight() ||
 		(r.maxAttempts() > 0 && c.attempts >= r.maxAttempts()) {
 		return
 	}
 	at := c.notBefore
 	if !replace {
-		c.hedgeWait = max(r.p.Hedge.Delay(c.hedges+1, c.hedgeWait, r.u()), 0)
+		c.hedgeWait = max(r.p.HedgeDelay.Delay(c.hedges+1, c.hedgeWait, r.u()), 0)
 		r.delaySum += float64(c.hedgeWait)
 		r.delays++
 		at = max(at, c.lastStart+c.hedgeWait)

@@ -67,7 +67,7 @@ var compareScenarios = []compareScenario{
 	{
 		name: "hedge at 10ms, default limits, 10% budget",
 		policy: func() retry.Policy {
-			return retry.Policy{Hedge: retry.Constant(10 * ms), Budget: retry.NewBudget(0.1, 0)}
+			return retry.Policy{HedgeDelay: retry.Constant(10 * ms), Budget: retry.NewBudget(0.1, 0)}
 		},
 		answer: answers(1, 0),
 	},
@@ -75,7 +75,7 @@ var compareScenarios = []compareScenario{
 		name: "hedge at 3ms, 3 in flight, 4 attempts, 503s replaced, timeouts, a deadline",
 		policy: func() retry.Policy {
 			return retry.Policy{
-				Hedge: retry.Constant(3 * ms), MaxInFlight: 3, MaxAttempts: 4,
+				HedgeDelay: retry.Constant(3 * ms), MaxInFlight: 3, MaxAttempts: 4,
 				Backoff: retry.Constant(4 * ms), AttemptTimeout: 20 * ms, MinAttemptTime: 5 * ms,
 			}
 		},
@@ -86,7 +86,7 @@ var compareScenarios = []compareScenario{
 		name: "adaptive hedge, 20% budget, 503s",
 		policy: func() retry.Policy {
 			return retry.Policy{
-				Hedge: &adaptive.Hedge{Floor: 2 * ms, Quantile: 0.8}, Budget: retry.NewBudget(0.2, 0),
+				HedgeDelay: &adaptive.Hedge{Floor: 2 * ms, Quantile: 0.8}, Budget: retry.NewBudget(0.2, 0),
 				Backoff: retry.Exponential{Base: 5 * ms, Jitter: retry.NoJitter}, // jitter would draw differently
 			}
 		},
@@ -96,7 +96,7 @@ var compareScenarios = []compareScenario{
 		name: "unlimited attempts, a hedge delay that grows",
 		policy: func() retry.Policy {
 			return retry.Policy{
-				Hedge: retry.Exponential{Base: 2 * ms, Jitter: retry.NoJitter}, MaxAttempts: -1, MaxInFlight: 4,
+				HedgeDelay: retry.Exponential{Base: 2 * ms, Jitter: retry.NoJitter}, MaxAttempts: -1, MaxInFlight: 4,
 				Backoff: retry.Exponential{Base: ms, Jitter: retry.NoJitter},
 			}
 		},
@@ -136,7 +136,7 @@ func runCore(t *testing.T, sc compareScenario) []coreCall {
 	out := make([]coreCall, len(sc.arrivals))
 	synctest.Test(t, func(t *testing.T) {
 		p := sc.policy()
-		p.NumberAttempts = true // AttemptFrom then numbers the attempts of a plain call too
+		p.AttemptInContext = true // AttemptFrom then numbers the attempts of a plain call too
 		var wg sync.WaitGroup
 		for i, at := range sc.arrivals {
 			wg.Go(func() {

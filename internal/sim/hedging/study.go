@@ -139,7 +139,7 @@ func run(c Config, m *memory) Result {
 	slab := reuse(m.slab, r.slab*n)
 	r.flightSlab = slab
 	defer func() { m.calls, m.attempts, m.slab = r.calls, r.srv.attempts, slab }()
-	if l, ok := c.Policy.Hedge.(interface{ Learn(time.Duration, error) }); ok {
+	if l, ok := c.Policy.HedgeDelay.(interface{ Learn(time.Duration, error) }); ok {
 		r.learn = l
 	}
 	if c.Trace {
@@ -274,9 +274,9 @@ var Names = struct {
 // the default classifier, which retries a 503) with one or two things set:
 //
 //   - None: nothing;
-//   - Fixed: Hedge: retry.Constant(P95);
+//   - Fixed: HedgeDelay: retry.Constant(P95);
 //   - FixedBudget: the same with Budget: retry.NewBudget(0.1, 0);
-//   - Adaptive: Hedge: &adaptive.Hedge{} (p95 of the recent successes, 10 ms floor);
+//   - Adaptive: HedgeDelay: &adaptive.Hedge{} (p95 of the recent successes, 10 ms floor);
 //   - AdaptiveBudget: the same with the budget;
 //   - RetryOnTimeout: AttemptTimeout: P95 and Backoff: retry.Constant(0),
 //     a timed-out attempt retried at once;
@@ -291,13 +291,13 @@ func Variants(s Scenario, seed uint64) []Config {
 	budget := func() retry.Budget { return retry.NewBudget(0.1, 0) }
 	return []Config{
 		base(Names.None, "the zero Policy: 4 attempts, Exponential{} backoff, a 503 retried", retry.Policy{}),
-		base(Names.Fixed, "Hedge: retry.Constant(6ms)", retry.Policy{Hedge: retry.Constant(P95)}),
-		base(Names.FixedBudget, "Hedge: retry.Constant(6ms), Budget: retry.NewBudget(0.1, 0)",
-			retry.Policy{Hedge: retry.Constant(P95), Budget: budget()}),
-		base(Names.Adaptive, "Hedge: &adaptive.Hedge{} (p95 of recent successes, floor 10ms)",
-			retry.Policy{Hedge: &adaptive.Hedge{}}),
-		base(Names.AdaptiveBudget, "Hedge: &adaptive.Hedge{}, Budget: retry.NewBudget(0.1, 0)",
-			retry.Policy{Hedge: &adaptive.Hedge{}, Budget: budget()}),
+		base(Names.Fixed, "HedgeDelay: retry.Constant(6ms)", retry.Policy{HedgeDelay: retry.Constant(P95)}),
+		base(Names.FixedBudget, "HedgeDelay: retry.Constant(6ms), Budget: retry.NewBudget(0.1, 0)",
+			retry.Policy{HedgeDelay: retry.Constant(P95), Budget: budget()}),
+		base(Names.Adaptive, "HedgeDelay: &adaptive.Hedge{} (p95 of recent successes, floor 10ms)",
+			retry.Policy{HedgeDelay: &adaptive.Hedge{}}),
+		base(Names.AdaptiveBudget, "HedgeDelay: &adaptive.Hedge{}, Budget: retry.NewBudget(0.1, 0)",
+			retry.Policy{HedgeDelay: &adaptive.Hedge{}, Budget: budget()}),
 		base(Names.RetryOnTimeout, "AttemptTimeout: 6ms, Backoff: retry.Constant(0): a timed-out attempt retried at once",
 			retry.Policy{AttemptTimeout: P95, Backoff: retry.Constant(0)}),
 		base(Names.BudgetOnly, "Budget: retry.NewBudget(0.1, 0), no hedging", retry.Policy{Budget: budget()}),

@@ -75,7 +75,7 @@ func TestHedgeServerQueues(t *testing.T) {
 	// A hedge at 4 ms queues behind its own first attempt, which wins at
 	// 10 ms; the worker it frees goes at once to the next in the queue, the
 	// hedge, which runs until the cancellation arrives at 11 ms.
-	hedged := retry.Policy{Hedge: retry.Constant(4 * ms)}
+	hedged := retry.Policy{HedgeDelay: retry.Constant(4 * ms)}
 	r = run(ms, hedged, 0)
 	assert.Equal(t, 2, r.Attempts)
 	assert.Equal(t, 1, r.Hedges)
@@ -166,9 +166,9 @@ func TestHedgeStudyTargets(t *testing.T) {
 func TestHedgeModelLimits(t *testing.T) {
 	t.Parallel()
 	for _, p := range []retry.Policy{
-		{Hedge: retry.Constant(ms)},
-		{Hedge: retry.Constant(0), MaxInFlight: 3, MaxAttempts: 6},
-		{Hedge: retry.Constant(2 * ms), MaxInFlight: 5, MaxAttempts: -1},
+		{HedgeDelay: retry.Constant(ms)},
+		{HedgeDelay: retry.Constant(0), MaxInFlight: 3, MaxAttempts: 6},
+		{HedgeDelay: retry.Constant(2 * ms), MaxInFlight: 5, MaxAttempts: -1},
 	} {
 		r := hedging.Run(hedging.Config{
 			Calls: 3000, Rate: 12_000, Timeout: 100 * ms, Policy: p, Trace: true,
