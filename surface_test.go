@@ -57,17 +57,18 @@ const surfaceLimit = 53
 
 func TestSurface(t *testing.T) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	entries, err := os.ReadDir(".")
 	require.NoError(t, err)
-	pkg := pkgs["retry"]
-	require.NotNil(t, pkg)
-	files := map[string]*ast.File{}
-	for name, f := range pkg.Files {
-		files[name] = f
+	var files []*ast.File
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+			require.NoError(t, err)
+			files = append(files, f)
+		}
 	}
-	d := doc.New(&ast.Package{Name: "retry", Files: files}, "retry", 0)
+	d, err := doc.NewFromFiles(fset, files, "github.com/seed93a044d1/retry")
+	require.NoError(t, err)
 	var got []string
 	values := func(vs []*doc.Value) {
 		for _, v := range vs {
