@@ -208,8 +208,8 @@ func drill(ctx context.Context, c config, stderr io.Writer) (*result, error) {
 			}
 		}
 		if away > 0 && storeBack == nil && cnt.final() >= p.jobs*3/10 {
-			storeBack = takeAway(ctx, ls, away, start)
-			r.storeDown, r.storeFinal = time.Since(start), cnt.final()
+			r.storeDown, storeBack = takeAway(ctx, ls, away, start)
+			r.storeFinal = cnt.final()
 			fmt.Fprintf(stderr, "outage: %5.1fs  took the limiter's store (%s) away for %v, with %d jobs final\n",
 				r.storeDown.Seconds(), lc.kind, away, cnt.final())
 		}
@@ -260,12 +260,16 @@ type storeReturn struct {
 }
 
 // takeAway takes ls away now, and brings it back after d (or when ctx
-// ends), then says when, on the clock that starts at start.
-func takeAway(ctx context.Context, ls *limitStore, d time.Duration, start time.Time) chan storeReturn {
+// ends), then says when, on the clock that starts at start. It returns when
+// the store went, read before the wait for its return starts, so that the
+// outage measured is never shorter than d.
+func takeAway(ctx context.Context, ls *limitStore, d time.Duration, start time.Time) (time.Duration, chan storeReturn) {
 	back := make(chan storeReturn, 1)
-	if err := ls.kill(); err != nil {
+	err := ls.kill()
+	down := time.Since(start)
+	if err != nil {
 		back <- storeReturn{err: err}
-		return back
+		return down, back
 	}
 	go func() {
 		select {
@@ -275,7 +279,7 @@ func takeAway(ctx context.Context, ls *limitStore, d time.Duration, start time.T
 		at := time.Since(start)
 		back <- storeReturn{at: at, err: ls.start()}
 	}()
-	return back
+	return down, back
 }
 
 // lastSecond counts the arrivals in the second before now.
