@@ -781,6 +781,18 @@ func TestLimiterHoldsUnderUnevenLatency(t *testing.T) {
 	assert.LessOrEqual(t, r.in1s, 1000+5+5+30)
 	assert.GreaterOrEqual(t, r.total, 5*1000*95/100, "the rate is used")
 	clocked := r
+
+	// Replies delayed 0 to 90ms, requests not: a slow way back, a client
+	// that reads its answers late. A process places the store's clock late
+	// by its fastest way back so far, which differs between processes by
+	// up to the tens of milliseconds over the first seconds, and no process
+	// can tell a delay out from a delay back; so the bound is logged here,
+	// not asserted (see "What the drill's link does not show" in the
+	// README).
+	r = run(t, true, &memStore{jitter: 90 * time.Millisecond, backOnly: true})
+	t.Logf("replies delayed, placed by the store's time: from 1s on, at most %d in 10ms, %d in 100ms, %d in 1s, %d in 5s; over the whole run %d in 10ms, %d in 100ms", r.in10ms, r.in100ms, r.in1s, r.total, r.all10ms, r.all100ms)
+	assert.GreaterOrEqual(t, r.total, 5*1000*95/100, "the rate is used")
+
 	r = run(t, false, &memStore{jitter: 45 * time.Millisecond})
 	assert.Greater(t, r.in100ms, clocked.in100ms, "placed by when each answer came, the fleet goes further above its limit")
 	t.Logf("placed by when each answer came (a Store without its clock): from 1s on, at most %d in 10ms, %d in 100ms, %d in 1s, %d in 5s; over the whole run %d in 10ms, %d in 100ms", r.in10ms, r.in100ms, r.in1s, r.total, r.all10ms, r.all100ms)

@@ -20,19 +20,20 @@ import (
 // a network would; down makes every call fail, hang makes it never answer
 // (until its context ends).
 type memStore struct {
-	mu      sync.Mutex
-	tat     time.Time
-	seq     int64
-	latency time.Duration
-	jitter  time.Duration // each leg takes latency plus a uniform draw from [0, jitter)
-	outOnly bool          // jitter on the way out only: a link that delays requests, a store that queues them
-	down    error
-	hang    bool
-	books   int         // round trips that booked
-	slots   int         // slots booked
-	refunds int         // refunds taken
-	asks    []time.Time // when each Book was called, answered or not
-	places  []time.Time // each booking's base: the place of its first slot, less the tolerance
+	mu       sync.Mutex
+	tat      time.Time
+	seq      int64
+	latency  time.Duration
+	jitter   time.Duration // each leg takes latency plus a uniform draw from [0, jitter)
+	outOnly  bool          // jitter on the way out only: a link that delays requests, a store that queues them
+	backOnly bool          // jitter on the way back only: slow replies, a client that reads them late
+	down     error
+	hang     bool
+	books    int         // round trips that booked
+	slots    int         // slots booked
+	refunds  int         // refunds taken
+	asks     []time.Time // when each Book was called, answered or not
+	places   []time.Time // each booking's base: the place of its first slot, less the tolerance
 }
 
 // newLimiter returns fleet.New's Limiter, or ends the test.
@@ -56,7 +57,7 @@ func (s *memStore) set(f func(s *memStore)) {
 func (s *memStore) travel(ctx context.Context, back bool) error {
 	s.mu.Lock()
 	down, hang, latency, jitter := s.down, s.hang, s.latency, s.jitter
-	if back && s.outOnly {
+	if back && s.outOnly || !back && s.backOnly {
 		jitter = 0
 	}
 	s.mu.Unlock()
