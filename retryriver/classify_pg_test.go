@@ -367,7 +367,7 @@ func cutOnCommit(t *testing.T, target string) string {
 // applied: here it was. pgx reports it as "conn closed" with SafeToRetry()
 // false and nothing else in the tree (no SQLSTATE, no io.ErrUnexpectedEOF,
 // no net.Error); the core reads SafeToRetry() false as "may have been sent"
-// and calls the outcome unknown, and still retries it (Unknown).
+// and calls the outcome unknown, and still retries it (Undecided).
 func TestPostgresCommitOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	pool, schema := postgresPool(t)
