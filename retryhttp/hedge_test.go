@@ -162,8 +162,8 @@ func TestNotHedgedWhenNotRetryable(t *testing.T) {
 	assert.Equal(t, int32(2), n.Load(), "one request each")
 }
 
-// Over thousands of hedged calls (10,000 with RETRY_LONG=1, as .ci/run
-// sets), over HTTP/1.1 and HTTP/2, nothing leaks: every body is closed,
+// Over thousands of hedged calls (10,000 with RETRY_LONG=1 set, for
+// .ci/run or .ci/test), over HTTP/1.1 and HTTP/2, nothing leaks: every body is closed,
 // goroutines come back to where they were, and no connection is left open
 // once the idle ones are closed. It is not parallel, so that the goroutine
 // count is this test's alone.
