@@ -32,10 +32,11 @@ func runCall(ctx context.Context, c *callState, fn func(context.Context) error, 
 	bounded := p.Concurrency != nil || p.Breaker != nil
 	quiet := h == nil && c.observe == nil && p.Budget == nil &&
 		p.Limiter == nil && p.AttemptTimeout <= 0 && !bounded
-	now, clockless, err := c.begin(fn, quiet)
+	now, err := c.begin(fn, quiet)
 	if err != nil {
 		return 0, err
 	}
+	clockless := c.clockless
 
 	fctx := ctx // the context fn runs on
 	var num *numberedCtx

@@ -93,21 +93,21 @@ type verdict struct {
 // may start, or the call's error, Observe told. quiet says that nothing of
 // the call but a deadline would read the time (see runCall's clockless);
 // with no deadline either, the start is read from the monotonic clock
-// alone (see monotonicSince), and begin reports clockless and returns a
+// alone (see monotonicSince), c.clockless is set, and begin returns a
 // zero time: nothing reads it.
-func (c *callState) begin(fn func(context.Context) error, quiet bool) (now time.Time, clockless bool, err error) {
+func (c *callState) begin(fn func(context.Context) error, quiet bool) (now time.Time, err error) {
 	ctx, p := c.ctx, &c.p
 	if fn == nil {
-		return now, false, c.stopCall(time.Time{}, errNilFunc)
+		return now, c.stopCall(time.Time{}, errNilFunc)
 	}
 	if ctx.Err() != nil {
-		return now, false, c.stopCall(time.Time{}, context.Cause(ctx))
+		return now, c.stopCall(time.Time{}, context.Cause(ctx))
 	}
 	c.deadline, _ = ctx.Deadline()
 	if quiet && c.deadline.IsZero() {
 		// Nothing reads the start but Error.Elapsed.
 		c.mono, c.clockless = monotonicSince(), true
-		return time.Time{}, true, nil
+		return time.Time{}, nil
 	}
 	start := time.Now()
 	c.start = start
@@ -116,7 +116,7 @@ func (c *callState) begin(fn func(context.Context) error, quiet bool) (now time.
 	if p.Breaker != nil && (p.Limiter != nil || p.Concurrency != nil) {
 		// An open breaker stops the call before it books or waits.
 		if u := p.Breaker.Until(now); !u.IsZero() {
-			return now, false, c.stopCall(now, breakerOpen{u})
+			return now, c.stopCall(now, breakerOpen{u})
 		}
 	}
 	var r Reservation
@@ -129,27 +129,27 @@ func (c *callState) begin(fn func(context.Context) error, quiet bool) (now time.
 			now, reason = c.waitForNext(&r, at, booked)
 		}
 		if reason != nil {
-			return now, false, c.stopCall(time.Now(), reason)
+			return now, c.stopCall(time.Now(), reason)
 		}
 	} else if !c.deadline.IsZero() {
 		// readyToStart's rule, for a context just found not done.
 		if !now.Before(c.deadline) {
-			return now, false, c.stopCall(now, context.DeadlineExceeded)
+			return now, c.stopCall(now, context.DeadlineExceeded)
 		}
 		if !fits(now, 0, p.MinAttemptTime, c.deadline) {
-			return now, false, c.stopCall(now, ErrNoTimeLeft)
+			return now, c.stopCall(now, ErrNoTimeLeft)
 		}
 	}
 	if bounded {
 		var reason error
 		if now, reason = c.takeBounds(&r, now, false); reason != nil {
-			return now, false, c.stopCall(now, reason)
+			return now, c.stopCall(now, reason)
 		}
 	}
 	if p.Budget != nil {
 		p.Budget.Deposit(now)
 	}
-	return now, false, nil
+	return now, nil
 }
 
 // takeBounds takes what the Policy's bounds on load ask of the attempt
