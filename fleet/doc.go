@@ -56,14 +56,46 @@
 // one's place). So a store takes slots back only from the last booking (see
 // [Store].Refund); a slot it cannot take back is lost, not lent.
 //
-// What the bound does not cover is an attempt that starts later than its
-// slot. The loop starts an attempt at the later of its planned time and its
-// slot, and books again when it wakes more than the Slack (the time the
-// rate takes to refill the burst) after it: so a stalled process adds at
-// most a burst to a window. A retry planned further ahead than the
-// tolerance is booked at most that far ahead (a booking far ahead would move
-// the TAT there and hold up the whole fleet), so it starts after its slot:
-// keep jitter on, as with [retry.RateLimiter].
+// # Late starts
+//
+// The bound is for slots that start at their places. A process knows the
+// store's now only within a round trip: the store read its clock after the
+// request left and before the answer came. Placed by when the answer
+// arrived (from a plain [Store]), a slot starts late by the answer's way
+// back, and a slow answer moves its batch onto places that bookings with
+// fast answers already hold: three processes sharing 1,000/s with a burst
+// of 5, whose answers took 0 to 90ms to come back, started up to 181
+// attempts in 100ms where the bound is 105. From a [ClockedStore], a
+// process bounds the offset between the two clocks by all its round trips
+// and places each batch at the latest time the bounds allow: no slot starts
+// before its place, and a slot starts late by at most the bounds' width w.
+// Each booking then leaves the schedule free after its batch for
+// pad = max(0, w - T), which the process asks for along with its slots (see
+// [Schedule]); a batch whose answer widened the bounds past its pad gives
+// up its last slots, and a slot whose place passed while the answer was on
+// its way starts at once only as late as the pad allows. So every slot used
+// starts late by at most its batch's pad plus T, and the slots of a batch
+// keep their spacing. For slots j after k in the store's order, the
+// schedule then gives a_j >= a_k + (j-k-1)*T - tau for their starts a: the
+// pads between them cover k's lateness, less the one interval the -1 takes.
+// So m starts within [a, a+W) satisfy (m-2)*T - tau < W: fewer than
+// W*rate + burst + 1, that is at most W*rate + burst when W*rate is whole
+// (as for windows of 100ms and 1s at 200/s or 1,000/s), and rounded up
+// otherwise. That holds whatever the round trips take, on the way out or
+// back. The pads cost the schedule only while the bounds are wider than an
+// interval (a link whose delays vary, or the first round trips): see
+// [Limiter] for how a process keeps them small.
+//
+// An attempt may also start later than its slot because its process
+// stalled, or its goroutine waited for a CPU. The loop starts an attempt
+// at the later of its planned time and its slot, and books again when it
+// wakes more than the Slack (the time the rate takes to refill the burst)
+// after it: so a stalled process adds at most a burst to a window. A retry
+// planned further ahead than the tolerance is booked at most that far
+// ahead (a booking far ahead would move the TAT there and hold up the whole
+// fleet); the loop gives that booking back and books again when the
+// retry's wait is over, so retries that wait alike, a server's Retry-After
+// or a constant backoff, do not start together above the limit.
 //
 // # When the store is slow or down
 //

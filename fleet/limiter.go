@@ -94,6 +94,26 @@ const (
 	// before its call to the store is cut (see book).
 	lateAnswer = 4
 
+	// padGrowth is how many pads a full batch spans at least (see
+	// launch): a pad is schedule no one uses, so a batch that takes the
+	// whole rate wastes at most 1/(padGrowth+1) of it, 5%, while this
+	// process knows the store's clock only roughly.
+	padGrowth = 19
+
+	// Clock probes (see probe): at most maxProbes under way, a first
+	// contact sends firstProbes at once, and they are spaced by a gap that
+	// starts at minProbeGap and doubles, up to maxProbeGap, after each
+	// probeMisses probes in a row that did not narrow the bounds on the
+	// store's clock; one that does brings it back to minProbeGap. A link
+	// whose delays vary is probed often, since now and then a probe is
+	// faster than any before it one way; one that is slow but steady,
+	// whose bounds no probe narrows, about once a second.
+	maxProbes   = 3
+	firstProbes = 4
+	probeMisses = 16
+	minProbeGap = 5 * time.Millisecond
+	maxProbeGap = time.Second
+
 	minPause    = 10 * time.Millisecond
 	maxPause    = 100 * time.Millisecond
 	pauseGrowth = 1.5
@@ -133,19 +153,37 @@ const (
 //
 // A booking's Start is its slot's time on this process's clock: the store's
 // now plus the wait it gave, with the store's now taken as the time its
-// answer arrived, or, from a [ClockedStore] and for a batch whose slots are
-// all still to come, mapped from the store's own clock (see ClockedStore):
-// as the latest time the store's now can have been, so that no slot starts
-// before its place and a slow answer does not move its slots onto places
-// that others hold, once the process has seen a fast round trip. Its Slack is the time the
-// rate takes to refill the burst (at least 1ms), as for [retry.RateLimiter].
+// answer arrived (from a plain [Store]) or mapped from the store's own clock
+// (from a [ClockedStore]). Each round trip bounds the offset between the
+// two clocks (the store read its clock after the request left and before
+// the answer came), and a batch is placed at the latest time the bounds
+// allow: no slot starts before its place on the store's schedule, and none
+// later than the bounds are wide. Two processes' slots may be late by
+// different amounts, so each booking leaves the schedule free after its
+// batch for that width less an interval (the pad): the next booking's
+// slots, by any process, keep the schedule's pace from this batch's latest
+// start. A batch whose answer came slower than its pad allows for gives up
+// the slots that could start too late: a slot whose place passed while the
+// answer was on its way starts at once if the pad covers it, and the last
+// slots of a batch go unused if the bounds widened. So from a ClockedStore
+// the fleet keeps the limit whatever the round trips take, on the way out
+// and back. The pads are schedule no one uses: a process that knows the
+// store's clock only roughly (a link whose delays vary, or its first
+// seconds) asks the store its time now and then to narrow the bounds
+// (ClockedStore.Now), books batches that span at least 19 pads when it
+// takes the whole rate, and asks for slots at least as far ahead as its
+// answers lately took to come back, so that they do not pass on the way. On
+// a link whose round trips are steady and shorter than an interval, none of
+// this costs anything. Its Slack is the time the rate takes to refill the
+// burst (at least 1ms), as for [retry.RateLimiter].
+//
 // A booking is never earlier than the time asked for, when that is within
 // the burst's tolerance (or one interval) from now; a retry planned later
-// than that is booked that far ahead and starts at its planned time, later
-// than its slot, because the store keeps one time (its schedule's end) and
-// a booking far ahead would hold up the whole fleet until then. So retries
-// whose backoffs end together can start together, as with a
-// [retry.RateLimiter]: keep jitter on.
+// than that is booked that far ahead, because the store keeps one time (its
+// schedule's end) and a booking far ahead would hold up the whole fleet
+// until then. The loop gives such a booking back and books again when the
+// retry's wait is over (see [retry.Reservation].Slack), so retries whose
+// waits end together do not start together above the limit.
 //
 // Cancel gives a slot back to the process, which hands it out again if it
 // has not passed; when it is the last of the process's latest batch and
@@ -189,24 +227,30 @@ type Limiter struct {
 	onErr     func(error)
 	unlimited bool
 
-	mu        sync.Mutex
-	batches   []*batch  // those with unused slots not yet passed, oldest first
-	latest    *batch    // the last one booked
-	frontier  time.Time // where, on the local clock, the store's next free slot was at the last booking
-	flight    *flight   // the round trip under way, if any
-	backlog   int       // bookings the last round trip could not serve
-	downUntil time.Time // while the store is left alone
-	downErr   error
-	fails     int // failed round trips in a row
-	clock     storeClock
-	refunding int           // refunds under way
-	refunded  chan struct{} // closed when they are done; nil when none is under way
-	fbFrom    time.Time     // the fallback books no earlier: the frontier when the store failed
-	fbLast    time.Time     // the latest time given to the fallback, which must not go back
-	resume    time.Time     // the latest start the fallback booked: the store's next booking is not earlier
-	winStart  time.Time     // demand: bookings counted since winStart
-	winCount  int
-	demand    float64 // bookings per second in the last window
+	mu          sync.Mutex
+	batches     []*batch  // those with unused slots not yet passed, oldest first
+	latest      *batch    // the last one booked
+	frontier    time.Time // where, on the local clock, the store's next free slot was at the last booking
+	flight      *flight   // the round trip under way, if any
+	backlog     int       // bookings the last round trip could not serve
+	downUntil   time.Time // while the store is left alone
+	downErr     error
+	fails       int // failed round trips in a row
+	clock       storeClock
+	rtt         time.Duration // the last round trip's
+	lead        time.Duration // how long answers take to come back, lately: see launch
+	probes      int           // clock probes under way
+	probeGap    time.Duration // between probes, while they help
+	probeMisses int           // probes in a row that did not narrow the bounds
+	nextProbe   time.Time     // no probe before
+	refunding   int           // refunds under way
+	refunded    chan struct{} // closed when they are done; nil when none is under way
+	fbFrom      time.Time     // the fallback books no earlier: the frontier when the store failed
+	fbLast      time.Time     // the latest time given to the fallback, which must not go back
+	resume      time.Time     // the latest start the fallback booked: the store's next booking is not earlier
+	winStart    time.Time     // demand: bookings counted since winStart
+	winCount    int
+	demand      float64 // bookings per second in the last window
 }
 
 // New returns a Limiter of r attempts per second with bursts of burst,
@@ -215,7 +259,9 @@ type Limiter struct {
 // It fails, with an error that names the field, for a nil store, a rate
 // that admits nothing (0 or less, or NaN), a burst below 1 (except with
 // rate.Inf), a negative Options.Timeout, or an Options.Fallback outside
-// [0, 1]: input that would otherwise show only as every call failing.
+// [0, 1]: input that would otherwise show only as every call failing; and
+// for a store with a BookClocked method but no Now, which would otherwise
+// be taken for a plain [Store] (see [ClockedStore]).
 //
 // A rate of rate.Inf makes every booking start at once, without a round
 // trip, whatever the burst. A rate above 1e9 counts as 1e9 (a slot every
@@ -227,9 +273,17 @@ func New(store Store, r rate.Limit, burst int, opts *Options) (*Limiter, error) 
 	if opts != nil {
 		o = *opts
 	}
+	_, booksClocked := store.(interface {
+		BookClocked(context.Context, Schedule, int, time.Duration) (time.Duration, int64, int64, error)
+	})
+	_, clocked := store.(ClockedStore)
 	switch {
 	case store == nil:
 		return nil, errors.New("fleet: store is nil")
+	case booksClocked && !clocked:
+		// A ClockedStore written before it had Now would otherwise be
+		// taken, silently, for a plain Store.
+		return nil, fmt.Errorf("fleet: store %T has BookClocked but no Now: a ClockedStore needs both", store)
 	case r == rate.Inf:
 	case !(r > 0):
 		return nil, fmt.Errorf("fleet: rate %v admits no attempt: it must be above 0 (rate.Inf for no limit)", float64(r))
@@ -333,6 +387,7 @@ type flight struct {
 	done    chan struct{}
 	n       int
 	after   time.Duration
+	pad     time.Duration // left free after the batch on the store's schedule
 	waiters []*waiter
 	settled bool
 	err     error
@@ -365,6 +420,7 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 	l.mu.Lock()
 	now := time.Now()
 	l.count(now)
+	l.probe(now)
 	var w *waiter
 	for {
 		want := l.target(t, now)
@@ -417,6 +473,58 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 		}
 		now = time.Now() // the batch was too small for every waiter: book again
 	}
+}
+
+// probe asks a ClockedStore its time, in the background, while this
+// process knows the store's clock too roughly: its bookings then leave pads
+// of the schedule unused (see launch) as wide as the bounds on the clock
+// are, less an interval, and each round trip can narrow the bounds. It
+// starts probes only while a pad would be more than 1/64 of the horizon,
+// and not while the store is failing.
+func (l *Limiter) probe(now time.Time) {
+	if l.clocked == nil || l.probes >= maxProbes || now.Before(l.nextProbe) || l.fails > 0 {
+		return
+	}
+	n := 1
+	w, ok := l.clock.width(now)
+	if !ok {
+		n = firstProbes // the first contact: the first booking goes with them
+	} else if (w-l.sched.Interval)*64 <= l.horizon {
+		return
+	}
+	if l.probeGap == 0 {
+		l.probeGap = minProbeGap
+	}
+	l.nextProbe = now.Add(l.probeGap)
+	l.probes += n
+	for range n {
+		go l.probeOnce()
+	}
+}
+
+// probeOnce makes one clock probe, within the Timeout, and spaces the next
+// by whether it narrowed the bounds.
+func (l *Limiter) probeOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	sent := time.Now()
+	storeNow, err := l.clocked.Now(ctx)
+	recv := time.Now()
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.probes--
+	if err != nil {
+		return // a booking will tell, and pause
+	}
+	before := l.clock.hi - l.clock.lo
+	at, after := l.clock.local(sent, recv, storeNow)
+	l.noteLead(recv.Sub(at))
+	if int64(after) < before {
+		l.probeGap, l.probeMisses = minProbeGap, 0
+	} else if l.probeMisses++; l.probeMisses >= probeMisses {
+		l.probeGap, l.probeMisses = min(2*l.probeGap, maxProbeGap), 0
+	}
+	l.nextProbe = recv.Add(l.probeGap)
 }
 
 // target is the earliest slot time a booking for t may take: t, but no
@@ -518,6 +626,31 @@ func (l *Limiter) reservation(ref *slotRef) retry.Reservation {
 // must not cut it; each waiter leaves when its own ctx ends.
 func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 	f := &flight{done: make(chan struct{}), n: l.size(now, l.backlog+1), after: want.Sub(now)}
+	if l.clocked != nil {
+		// A slot placed at the store's now has passed by the time the
+		// answer is back, and one that passed by more than the pad allows
+		// is given up (see add). So a booking asks for slots no earlier
+		// than its answers lately took to come back: they then come in
+		// time, and below the limit, where the schedule is not booked
+		// ahead, a slow way back does not make every slot pass and every
+		// booking book again.
+		f.after = max(f.after, min(l.lead, maxAhead))
+		// The slots may start late by up to the width of the bounds on the
+		// store's clock when the answer comes: the width now, widened for
+		// the drift over about a round trip (one that takes longer gives
+		// up slots instead; see add). The schedule is left free after the
+		// batch for that width less an interval, the pad: the next
+		// booking's slots, by whichever process, then keep the schedule's
+		// pace from this batch's latest start (an interval of lateness is
+		// free, since any window of W holds at most W*rate + burst slots
+		// even with it: see the package doc).
+		if w, ok := l.clock.width(now.Add(min(2*l.rtt, lateAnswer*l.timeout))); !ok {
+			f.n = 1 // the first contact, whose slot is its clock's first reading
+		} else if f.pad = max(0, w-l.sched.Interval); f.pad > 0 && l.horizon > 0 && f.n >= l.batchCap {
+			// A full batch spans at least padGrowth pads.
+			f.n = max(f.n, int(min(maxBatch, math.Ceil(padGrowth*f.pad.Seconds()*l.rate))))
+		}
+	}
 	if d := l.resume.Sub(now); d > f.after {
 		f.after = min(d, maxAhead) // after an outage, not over the fallback's bookings
 	}
@@ -559,7 +692,11 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	if ctx.Err() != nil {
 		err = ctx.Err() // the refunds took the whole Timeout
 	} else if l.clocked != nil {
-		wait, mark, storeNow, err = l.clocked.BookClocked(call, l.sched, f.n, f.after)
+		// The pad rides on the interval: the store moves the schedule's
+		// end n intervals on, and this process spaces the slots itself.
+		sc := l.sched
+		sc.Interval += (f.pad + time.Duration(f.n) - 1) / time.Duration(f.n)
+		wait, mark, storeNow, err = l.clocked.BookClocked(call, sc, f.n, f.after)
 	} else {
 		wait, mark, err = l.store.Book(call, l.sched, f.n, f.after)
 	}
@@ -581,18 +718,15 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 		l.settle(f, err, recv)
 		return
 	}
-	at := recv
+	l.rtt = recv.Sub(sent)
+	at, margin := recv, time.Duration(0)
 	if l.clocked != nil {
-		// By the store's clock only a batch booked ahead, all of whose
-		// slots are still to come: one whose first places have passed
-		// (a schedule not booked ahead, as below the limit) is placed from
-		// when the answer came, as from a Store, so that none of its slots
-		// starts late and together with those placed after it.
-		if est := l.clock.local(sent, recv, storeNow); !est.Add(max(wait-l.sched.Tolerance, f.after)).Before(recv) {
-			at = est
-		}
+		var width time.Duration
+		at, width = l.clock.local(sent, recv, storeNow)
+		margin = f.pad + l.sched.Interval - width
+		l.noteLead(recv.Sub(at))
 	}
-	b := l.add(wait, mark, f, at)
+	b := l.add(wait, mark, f, at, recv, margin)
 	waiters := f.waiters // settle clears them; none if f timed out before
 	l.settle(f, nil, recv)
 	// Waiters served with slots given back while f was under way (see
@@ -613,6 +747,13 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	}
 }
 
+// noteLead adds a round trip's way back, as this process can tell it (how
+// much later than the store's now placed by the clock its answer came), to
+// the lead: the largest lately, forgotten by an eighth a round trip.
+func (l *Limiter) noteLead(back time.Duration) {
+	l.lead = max(back, l.lead-l.lead/8)
+}
+
 // add makes a batch of the n slots booked by f, which the store placed wait
 // after its now; on this process's clock that now is recv: the time the
 // answer arrived, which is no earlier than the store's, so that no slot
@@ -620,7 +761,7 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 // onto this process's clock (see storeClock), which is no later, and
 // still no earlier than the store's now: late by at most the fastest way
 // out plus the fastest way back.
-func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time) *batch {
+func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv, arrived time.Time, margin time.Duration) *batch {
 	b := &batch{
 		first: recv.Add(wait - l.sched.Tolerance),
 		floor: recv.Add(f.after),
@@ -635,11 +776,37 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv time.Time)
 	for i := range b.refs {
 		b.refs[i] = slotRef{b, i}
 	}
+	// Which slots it may use. The slots may start late by the bounds'
+	// width; its pad and an interval cover a margin more than that.
+	end := b.n
+	if margin < 0 {
+		// The bounds widened past the pad (the answer was slow, and drift
+		// or a clock's jump widened them): the last slots go unused, so
+		// that the next booking's first ones are far enough from those
+		// that are used.
+		end -= int(min(int64(b.n), int64((-margin+b.every-1)/b.every)))
+	} else if late := arrived.Sub(b.at(0)); late > 0 {
+		// The first places passed while the answer was on its way: the
+		// batch starts later by as much as the margin covers, and the
+		// slots whose places passed even so go unused, rather than start
+		// together at once.
+		late = min(late, margin)
+		b.first, b.floor = b.first.Add(late), b.floor.Add(late)
+	}
+	for b.next < end && b.at(b.next).Before(arrived) {
+		b.next++
+	}
+	for i := range b.n {
+		if i < b.next || i >= end {
+			b.taken[i] = true
+			b.free--
+		}
+	}
 	l.batches = append(l.batches, b)
 	l.latest = b
 	// Added one by one: a wait far ahead plus the batch's span may not fit
 	// in a Duration, while a Time holds them.
-	if end := recv.Add(wait).Add(time.Duration(f.n) * l.sched.Interval).Add(-l.sched.Tolerance); end.After(l.frontier) {
+	if end := recv.Add(wait).Add(time.Duration(f.n) * l.sched.Interval).Add(f.pad - l.sched.Tolerance); end.After(l.frontier) {
 		l.frontier = end
 	}
 	return b
@@ -813,29 +980,28 @@ func (l *Limiter) refund(mark int64, n int) {
 }
 
 // maxDrift is the most the store's clock and this process's may drift
-// apart, per unit of time: 500ppm, the most NTP slews a clock.
-const maxDrift = 500e-6
+// apart, per unit of time: 200ppm, the bound Google's TrueTime assumes for
+// its servers' clocks (its paper calls it conservative), and ten times what
+// NTP assumes. It widens the bounds on the offset between the clocks as
+// time passes, and the pads with them; a clock that drifts faster than
+// that, or jumps, shows as an answer whose bounds do not meet the widened
+// ones, and the estimate starts again from it.
+const maxDrift = 200e-6
 
 // storeClock maps a ClockedStore's time onto this process's monotonic clock.
 // Each round trip sent at s and answered at r (local times, in nanoseconds
 // from epoch) with the store's time T bounds the offset o = local - store:
 // s - T <= o <= r - T. The tightest bounds over the round trips so far,
 // widened by maxDrift for the time since, bound it still, and the estimate
-// is the latest bound, the fastest way back: a slot placed by it never
-// starts before its place on the store's schedule, and starts late by at
-// most the bounds' width (the fastest way out plus the fastest way back),
-// so a slow answer is placed as if it had come back as fast as the
-// fastest. The middle of the bounds halves the worst error but can place a
-// slot early, and a delay before the store reads its clock (a slow link
-// out, a queue or a pause at the store) is then taken for half a delay
-// back: on the outage drill's link, which delays each request by 0-100ms,
-// the middle let 3 processes sharing 1,000/s (burst 5) start up to 133 in
-// 100ms where the bound is 105, the latest bound at most 105. With delays
-// drawn alike both ways (TestLimiterHoldsUnderUnevenLatency) the two are
-// about even: over 30 runs, at most 109 in 100ms from the first second on
-// by the middle and 119 by the latest bound, and 155 and 146 over the
-// whole run. An answer whose bounds do not meet the widened ones means a
-// clock jumped: the estimate starts again from it.
+// is the latest bound: a slot placed by it never starts before its place on
+// the store's schedule, and starts late by at most the bounds' width (the
+// fastest way out plus the fastest way back seen, and the drift since),
+// which the booking's pad covers (see Limiter.launch). No placing can do
+// better with the bounds alone: a round trip measures the way out plus the
+// way back, never one alone, and the middle of the bounds (the first
+// version of this) places a slot early whenever the way out was the slow
+// one. An answer whose bounds do not meet the widened ones means a clock
+// jumped: the estimate starts again from it.
 type storeClock struct {
 	epoch  time.Time // the local origin, with its monotonic reading
 	ok     bool
@@ -847,7 +1013,7 @@ type storeClock struct {
 // of storeNow can have been, from a round trip sent at sent and answered at
 // recv and those before it: never later than recv, and never earlier than
 // that now was (up to maxDrift, unless a clock jumped).
-func (c *storeClock) local(sent, recv time.Time, storeNow int64) time.Time {
+func (c *storeClock) local(sent, recv time.Time, storeNow int64) (time.Time, time.Duration) {
 	s, r := int64(sent.Sub(c.epoch)), int64(recv.Sub(c.epoch))
 	lo, hi := s-storeNow, r-storeNow
 	if c.ok {
@@ -858,5 +1024,16 @@ func (c *storeClock) local(sent, recv time.Time, storeNow int64) time.Time {
 		}
 	}
 	c.ok, c.lo, c.hi, c.at = true, lo, hi, r
-	return c.epoch.Add(time.Duration(storeNow + hi))
+	return c.epoch.Add(time.Duration(storeNow + hi)), time.Duration(hi - lo)
+}
+
+// width returns how wide the bounds will be at most by the local time t,
+// with the drift they allow for until then, or false before the first round
+// trip.
+func (c *storeClock) width(t time.Time) (time.Duration, bool) {
+	if !c.ok {
+		return 0, false
+	}
+	widen := int64(float64(max(int64(t.Sub(c.epoch))-c.at, 0))*maxDrift) + 1
+	return time.Duration(c.hi - c.lo + 2*widen), true
 }

@@ -1,8 +1,13 @@
 package fleet
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The pause after a failure: 10ms growing 1.5 times a failure up to 100ms, of
@@ -54,7 +59,7 @@ func TestStoreClockNeverPlacesEarly(t *testing.T) {
 		sent := local
 		at := sent.Add(leg.out) // when the store read its clock, on the local clock
 		recv := at.Add(leg.back)
-		got := c.local(sent, recv, int64(at.Sub(epoch)-offset))
+		got, _ := c.local(sent, recv, int64(at.Sub(epoch)-offset))
 		if got.Before(at) || got.After(recv) {
 			t.Errorf("round trip %d (out %v, back %v): placed %v after the store's now, want between 0 and %v",
 				i, leg.out, leg.back, got.Sub(at), leg.back)
@@ -67,4 +72,55 @@ func TestStoreClockNeverPlacesEarly(t *testing.T) {
 		}
 		local = recv.Add(10 * time.Millisecond)
 	}
+}
+
+// scriptedClock is a ClockedStore whose Now takes the ways out and back it
+// is given, in turn, and reads the bubble's clock in between.
+type scriptedClock struct {
+	ClockedStore
+	legs []struct{ out, back time.Duration }
+}
+
+func (s *scriptedClock) Now(context.Context) (int64, error) {
+	leg := s.legs[0]
+	s.legs = s.legs[1:]
+	time.Sleep(leg.out)
+	now := time.Now().UnixNano()
+	time.Sleep(leg.back)
+	return now, nil
+}
+
+// Clock probes come every 5ms while each narrows the bounds on the store's
+// clock, and the gap doubles after 16 in a row that do not, up to a second;
+// one that narrows them again brings the gap back to 5ms.
+func TestProbeGap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &scriptedClock{}
+		l := &Limiter{clocked: store, timeout: time.Second}
+		l.clock.epoch = time.Now()
+		probe := func(out, back time.Duration) time.Duration {
+			store.legs = append(store.legs, struct{ out, back time.Duration }{out, back})
+			l.mu.Lock()
+			l.probes++
+			l.mu.Unlock()
+			l.probeOnce()
+			return l.probeGap
+		}
+		l.probeGap = minProbeGap
+		probe(0, 50*time.Millisecond) // the first reading
+		for _, back := range []time.Duration{40, 30, 20, 10} {
+			require.Equal(t, minProbeGap, probe(0, back*time.Millisecond), "a way back of %vms narrows the bounds", back)
+		}
+		for i := range 15 {
+			require.Equal(t, minProbeGap, probe(0, 20*time.Millisecond), "probe %d of 16 that does not narrow them", i+1)
+		}
+		assert.Equal(t, 2*minProbeGap, probe(0, 20*time.Millisecond), "after 16 in a row")
+		for range 16 * 10 {
+			probe(20*time.Millisecond, 20*time.Millisecond)
+		}
+		assert.Equal(t, maxProbeGap, l.probeGap, "at most a second")
+		assert.Equal(t, minProbeGap, probe(0, 0), "a way back faster than any before")
+		assert.Zero(t, l.probes)
+	})
 }

@@ -31,9 +31,10 @@ type Store interface {
 	// and the booking's mark: a number the store never gave to another
 	// booking of this schedule (a counter that starts, when the schedule is
 	// new, at the store's time in microseconds is enough). A Limiter asks
-	// for an after no longer than the tolerance (or one interval), except
-	// for its first booking after the store failed, which it places after
-	// its fallback's bookings.
+	// for an after no longer than the tolerance (or one interval), or than
+	// a ClockedStore's answers lately took to come back (so that its slots
+	// do not pass on the way), except for its first booking after the store
+	// failed, which it places after its fallback's bookings.
 	Book(ctx context.Context, s Schedule, n int, after time.Duration) (wait time.Duration, mark int64, err error)
 
 	// Refund gives back the last n slots of the booking whose mark this is,
@@ -50,20 +51,27 @@ type Store interface {
 // as many as Tolerance/Interval + 1 together (the burst). A [Limiter] passes
 // it with every call, so a store keeps nothing but the schedule's end.
 type Schedule struct {
-	// Interval is the emission interval: the time between two slots.
+	// Interval is the emission interval: the time between two slots. A
+	// Limiter may book with a longer one, to leave the schedule free for a
+	// while after a batch (see [ClockedStore]); it then spaces the batch's
+	// slots by 1/rate itself. A store only multiplies it by n.
 	Interval time.Duration
 	// Tolerance is how far ahead of the schedule's end a slot may start:
 	// (burst-1) * Interval.
 	Tolerance time.Duration
 }
 
-// ClockedStore is a [Store] that also says when it booked, on its own
-// clock. A [Limiter] then places each batch from the store's time rather
-// than from when the answer arrived: a slow answer would otherwise move
-// its slots later, onto places that bookings with fast answers already
-// hold, and a fleet whose round trips vary (0 to 90ms, say) would start
-// more than the limit in a short window. The stores of retrypg and
-// retryredis are ClockedStores.
+// ClockedStore is a [Store] that also tells its own clock. A [Limiter] then
+// keeps the limit whatever the round trips take: from a plain Store, it
+// places each batch from when the answer arrived, so a slow answer moves
+// the batch's slots later, onto places that bookings with fast answers
+// already hold, and a fleet whose round trips vary (0 to 90ms, say) starts
+// more than the limit in a short window. From a ClockedStore it places each
+// batch by the store's time, mapped onto the process's clock as well as its
+// round trips so far bound the two clocks' offset, and leaves the schedule
+// free after the batch for as long as that mapping may be late (see
+// [Limiter]); it asks Now to narrow the bounds while they are wide. The
+// stores of retrypg and retryredis are ClockedStores.
 type ClockedStore interface {
 	Store
 
@@ -74,4 +82,9 @@ type ClockedStore interface {
 	// store's clock may disagree with the process's; a clock that jumps is
 	// detected, and costs what a slow answer would.
 	BookClocked(ctx context.Context, s Schedule, n int, after time.Duration) (wait time.Duration, mark int64, now int64, err error)
+
+	// Now returns the store's time, on the clock BookClocked reports,
+	// without booking: one round trip that reads the clock as a booking
+	// does (in Redis, TIME in a script; in PostgreSQL, clock_timestamp()).
+	Now(ctx context.Context) (now int64, err error)
 }

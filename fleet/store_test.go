@@ -29,11 +29,13 @@ type memStore struct {
 	backOnly bool          // jitter on the way back only: slow replies, a client that reads them late
 	down     error
 	hang     bool
-	books    int         // round trips that booked
-	slots    int         // slots booked
-	refunds  int         // refunds taken
-	asks     []time.Time // when each Book was called, answered or not
-	places   []time.Time // each booking's base: the place of its first slot, less the tolerance
+	books    int             // round trips that booked
+	slots    int             // slots booked
+	refunds  int             // refunds taken
+	asks     []time.Time     // when each Book was called, answered or not
+	places   []time.Time     // each booking's base: the place of its first slot, less the tolerance
+	spans    []time.Duration // how far each booking moved the schedule's end on from its base
+	reads    int             // calls to Now that read the clock
 }
 
 // newLimiter returns fleet.New's Limiter, or ends the test.
@@ -102,6 +104,7 @@ func (s *memStore) BookClocked(ctx context.Context, sc fleet.Schedule, n int, af
 	s.tat = base.Add(time.Duration(n) * sc.Interval)
 	s.seq++
 	s.places = append(s.places, base)
+	s.spans = append(s.spans, time.Duration(n)*sc.Interval)
 	mark := s.seq
 	s.books++
 	s.slots += n
@@ -110,6 +113,28 @@ func (s *memStore) BookClocked(ctx context.Context, sc fleet.Schedule, n int, af
 		return 0, 0, 0, err // booked, but the answer was lost: the slots are wasted
 	}
 	return base.Sub(now), mark, now.UnixNano(), nil
+}
+
+func (s *memStore) Now(ctx context.Context) (int64, error) {
+	if err := s.travel(ctx, false); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	now := time.Now().UnixNano()
+	s.reads++
+	s.mu.Unlock()
+	if err := s.travel(ctx, true); err != nil {
+		return 0, err
+	}
+	return now, nil
+}
+
+// bookings returns each booking's span (see spans), and how many times Now
+// read the clock.
+func (s *memStore) bookings() (spans []time.Duration, reads int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.spans), s.reads
 }
 
 func (s *memStore) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {

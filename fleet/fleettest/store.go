@@ -136,6 +136,27 @@ func TestStore(t *testing.T, newStore func(t *testing.T) fleet.Store) {
 				t.Errorf("booking %d: the store's clock went back from %d to %d", i, prev, now)
 			}
 			prev = now
+			// Now reads the same clock, and books nothing.
+			sent := time.Now()
+			now, err = c.Now(t.Context())
+			if err != nil {
+				t.Fatalf("Now: %v", err)
+			}
+			if now < prev {
+				t.Errorf("Now after booking %d: the store's clock went back from %d to %d", i, prev, now)
+			}
+			if d := time.Duration(now - prev); d > time.Since(sent)+slop {
+				t.Errorf("Now after booking %d: %v after the booking's now, more than the round trips took", i, d)
+			}
+			prev = now
+		}
+		if w := book(t, s, sc, 1, 0); w > 3*time.Second+slop {
+			t.Errorf("the fourth slot waits %v; want 3s less the time the test took: Now booked slots", w)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := c.Now(ctx); err == nil {
+			t.Error("Now with a cancelled context succeeded")
 		}
 		// The store's clock need not be the test's; one on this machine is.
 		t.Logf("the store's clock is %v ahead of the test's", time.Duration(prev-time.Now().UnixNano()))
