@@ -108,6 +108,17 @@ func (s *store) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after
 	return time.Duration(wait), mark, now, nil
 }
 
+// clockSQL reads the clock as bookSQL does.
+const clockSQL = `SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`
+
+// Now makes the store a fleet.ClockedStore: the server's clock_timestamp(),
+// in nanoseconds since 1970, without booking.
+func (s *store) Now(ctx context.Context) (int64, error) {
+	var now int64
+	err := s.pool.QueryRow(ctx, clockSQL).Scan(&now)
+	return now, err
+}
+
 func (s *store) Refund(ctx context.Context, sc fleet.Schedule, mark int64, n int) (bool, error) {
 	tag, err := s.pool.Exec(ctx, refundSQL, s.name, mark, spanOf(n, sc.Interval))
 	return err == nil && tag.RowsAffected() == 1, err
