@@ -27,7 +27,7 @@ type config struct {
 	killStore    time.Duration // take the shared limit's store away this long, mid-drill; 0: never
 	fallback     float64       // fleet.Options.Fallback of a shared limiter
 	storeTimeout time.Duration // fleet.Options.Timeout of a shared limiter; 0: fleet's default
-	link         linkConfig    // the limiters' network to their store (-delay)
+	link         linkConfig    // the limiters' network to their store (-delay, -back-delay)
 	drop         time.Duration // drop the limiters' link to their store this long, mid-drill (or mid-run); 0: never
 	service      time.Duration // run the service fleet for this long instead of the River drill; 0: the River drill
 	rate         float64       // the service fleet's limit; 0: the drill's, 200/s

@@ -26,20 +26,23 @@ type limitStore struct {
 	start func() error // brings it back, where it was
 	close func()
 	// link is the loopback proxy the limiters reach the store through,
-	// nil when they go direct: with -delay it delays each round trip, and
-	// -drop cuts it.
+	// nil when they go direct: with -delay it delays each request, with
+	// -back-delay each reply, and -drop cuts it.
 	link *slowlink.Proxy
 }
 
-// linkConfig is the network between the limiters and their store (-delay):
-// each request's delay is drawn from [minDelay, maxDelay], seeded.
+// linkConfig is the network between the limiters and their store: each
+// request's delay is drawn from [minDelay, maxDelay] (-delay), each reply's
+// from [minReplyDelay, maxReplyDelay] (-back-delay), seeded.
 type linkConfig struct {
-	minDelay, maxDelay time.Duration
-	seed               uint64
-	proxied            bool // through a proxy even without a delay (-drop)
+	minDelay, maxDelay           time.Duration
+	minReplyDelay, maxReplyDelay time.Duration
+	seed                         uint64
+	proxied                      bool // through a proxy even without a delay (-drop)
 }
 
-func (l linkConfig) delayed() bool { return l.maxDelay > 0 }
+// delayed reports whether the link delays requests, replies or both.
+func (l linkConfig) delayed() bool { return l.maxDelay > 0 || l.maxReplyDelay > 0 }
 
 // openLimitStore returns the store of a limiter of kind: for PostgreSQL the
 // drill's own database (dbURL), through a proxy of its own when the drill
@@ -91,7 +94,8 @@ func (ls *limitStore) through(rawURL string, link linkConfig) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("outage: the limiter's store needs a URL with a TCP host to be reached through a proxy, not %q", rawURL)
 	}
-	p, err := slowlink.New(u.Host, slowlink.Options{MinDelay: link.minDelay, MaxDelay: link.maxDelay, Seed: link.seed})
+	p, err := slowlink.New(u.Host, slowlink.Options{MinDelay: link.minDelay, MaxDelay: link.maxDelay,
+		MinReplyDelay: link.minReplyDelay, MaxReplyDelay: link.maxReplyDelay, Seed: link.seed})
 	if err != nil {
 		return err
 	}

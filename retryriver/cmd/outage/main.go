@@ -27,7 +27,7 @@
 // is the service fleet: no queue, four processes of 25 goroutines calling
 // the provider through retryhttp as fast as one shared limit of 200/s (burst
 // 10) lets them, for 6 s, the limiters reaching Redis through a loopback
-// proxy that delays each round trip by 0 to 100 ms and drops the link for
+// proxy that delays each request by 0 to 100 ms and drops the link for
 // 2 s a third of the way in. It prints the most attempts admitted in any
 // window of 100 ms and of 1 s against rate x window + burst, the share of
 // attempts in a window above that, the rate achieved against the limit,
@@ -62,7 +62,10 @@
 //	-store-timeout d  the shared limiter's timeout per round trip (fleet.Options.Timeout; 0, the
 //	              default, is fleet's 100ms)
 //	-delay lo-hi  the shared limiters reach their store through a loopback proxy that delays each
-//	              request by a draw from [lo, hi] (uniform, seeded by -seed), e.g. 0-100ms
+//	              request to it by a draw from [lo, hi] (uniform, seeded by -seed), e.g. 0-100ms
+//	-back-delay lo-hi  the same proxy delays each reply from the store by a draw from [lo, hi]
+//	              (uniform, seeded by -seed, drawn apart from -delay's), e.g. 0-100ms; with -delay
+//	              too, each round trip is delayed twice
 //	-drop d       drop the limiters' link to their store (through that proxy: connections closed, new
 //	              ones refused) for d, once 30% of the jobs are final, or a third of the way into -service;
 //	              the store itself stays up
@@ -128,7 +131,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.killStore, "kill-store", 0, "take the shared limiter's store away for `d` once 30% of the jobs are final, then bring it back")
 	fs.Float64Var(&c.fallback, "fallback", 0, "the shared limiter's fallback while its store is down: 0 fails closed, a `share` s in (0, 1] books locally at s times the rate")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 0, "the shared limiter's timeout per round trip to its store (fleet.Options.Timeout); 0: fleet's default, 100ms")
-	delay := fs.String("delay", "", "delay each round trip between the limiters and their store by a draw from `lo-hi` (0-100ms), through a loopback proxy")
+	delay := fs.String("delay", "", "delay each request from the limiters to their store by a draw from `lo-hi` (0-100ms), through a loopback proxy")
+	backDelay := fs.String("back-delay", "", "delay each reply from the limiters' store to them by a draw from `lo-hi` (0-100ms), through the same proxy as -delay")
 	fs.DurationVar(&c.drop, "drop", 0, "drop the limiters' link to their store for `d` (connections closed, new ones refused) once 30% of the jobs are final, or a third of the way into -service")
 	fs.DurationVar(&c.service, "service", 0, "run the service fleet for `d` instead of the River drill: -procs processes of -workers goroutines calling the provider as fast as one shared limit lets them")
 	fs.Float64Var(&c.rate, "rate", 0, "the service fleet's shared limit, attempts per second (0: the drill's 200)")
@@ -141,7 +145,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return c, err
 	}
 	var err error
-	if c.link.minDelay, c.link.maxDelay, err = parseDelay(*delay); err != nil {
+	if c.link.minDelay, c.link.maxDelay, err = parseDelay("-delay", *delay); err != nil {
+		return c, err
+	}
+	if c.link.minReplyDelay, c.link.maxReplyDelay, err = parseDelay("-back-delay", *backDelay); err != nil {
 		return c, err
 	}
 	c.link.seed = c.seed
@@ -190,8 +197,10 @@ func (c config) checkFleet() error {
 		return fmt.Errorf("outage: -store-timeout must not be negative")
 	case c.storeTimeout > 0 && !shared:
 		return fmt.Errorf("outage: -store-timeout is a shared limiter's: it needs -limiter pg or redis")
-	case c.link.delayed() && !shared:
+	case c.link.maxDelay > 0 && !shared:
 		return fmt.Errorf("outage: -delay slows the link to a shared limiter's store: it needs -limiter pg or redis")
+	case c.link.maxReplyDelay > 0 && !shared:
+		return fmt.Errorf("outage: -back-delay slows the link from a shared limiter's store: it needs -limiter pg or redis")
 	case c.drop < 0:
 		return fmt.Errorf("outage: -drop must not be negative")
 	case c.drop > 0 && !shared:

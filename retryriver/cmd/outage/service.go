@@ -7,7 +7,7 @@ package main
 // Redis. The provider counts what reaches it, from every process. It runs
 // in TestServiceFleet, and as the command's -service mode, which measures
 // the shared limit under excess demand on a link to its store that is
-// delayed (-delay) and dropped (-drop).
+// delayed (-delay, -back-delay) and dropped (-drop).
 
 import (
 	"bufio"
@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -226,8 +227,9 @@ type serviceRun struct {
 // processes of c.workers goroutines each, calling a provider that always
 // answers, as fast as one shared limit (c.rate and c.burst, by default the
 // drill's) lets them, the
-// limiters reaching their store through a proxy that delays each round trip
-// by c.link's draw and, with -drop, drops the link a third of the way in.
+// limiters reaching their store through a proxy that delays each request
+// and each reply by c.link's draws and, with -drop, drops the link a third
+// of the way in.
 func serviceDrill(ctx context.Context, c config, stderr io.Writer) (*serviceRun, error) {
 	p, err := paramsFor(1)
 	if err != nil {
@@ -331,5 +333,12 @@ func (l linkConfig) describe() string {
 	if !l.delayed() {
 		return "loopback, no delay"
 	}
-	return fmt.Sprintf("each round trip delayed by a loopback proxy, by a draw from %v to %v (uniform, seed %d)", l.minDelay, l.maxDelay, l.seed)
+	var ways []string
+	if l.maxDelay > 0 {
+		ways = append(ways, fmt.Sprintf("each request by a draw from %v to %v", l.minDelay, l.maxDelay))
+	}
+	if l.maxReplyDelay > 0 {
+		ways = append(ways, fmt.Sprintf("each reply by a draw from %v to %v", l.minReplyDelay, l.maxReplyDelay))
+	}
+	return fmt.Sprintf("a loopback proxy delays %s (uniform, seed %d)", strings.Join(ways, " and "), l.seed)
 }

@@ -121,7 +121,7 @@ func assertDelivered(t *testing.T, r serviceFleet, inFlight int) {
 }
 
 // The command's -service mode, small: two processes through a proxy that
-// delays each round trip to the store by up to 20ms and drops the link for
+// delays each request to the store by up to 20ms and drops the link for
 // half a second, on each store it is given. What is asserted holds at any
 // machine speed: the run's shape (every admission the provider saw, the
 // drop as long as asked, a report with every figure); the figures
@@ -160,7 +160,7 @@ func TestServiceDrill(t *testing.T) {
 			reportService(&out, c, r)
 			t.Log(out.String())
 			for _, want := range []string{"in any 100ms: at most", "in any 1s: at most", "x the limit", "drop: the link was away 500ms",
-				"each round trip delayed by a loopback proxy, by a draw from 0s to 20ms", "load average"} {
+				"a loopback proxy delays each request by a draw from 0s to 20ms (uniform", "load average"} {
 				assert.Contains(t, out.String(), want)
 			}
 		})

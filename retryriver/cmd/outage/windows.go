@@ -80,9 +80,9 @@ func dropCost(sorted []time.Duration, from, end time.Duration, rate float64) (co
 	return cost, max(gap, end-last)
 }
 
-// parseDelay reads -delay: "lo-hi" (0-100ms, 10ms-50ms) or one duration,
-// a fixed delay.
-func parseDelay(s string) (lo, hi time.Duration, err error) {
+// parseDelay reads the flag name's value (-delay, -back-delay): "lo-hi"
+// (0-100ms, 10ms-50ms) or one duration, a fixed delay.
+func parseDelay(name, s string) (lo, hi time.Duration, err error) {
 	if s == "" {
 		return 0, 0, nil
 	}
@@ -98,7 +98,7 @@ func parseDelay(s string) (lo, hi time.Duration, err error) {
 		hi, err = time.ParseDuration(b)
 	}
 	if err != nil || lo < 0 || hi < lo {
-		return 0, 0, fmt.Errorf("outage: -delay must be a duration or a range lo-hi of them (0-100ms), not %q", s)
+		return 0, 0, fmt.Errorf("outage: %s must be a duration or a range lo-hi of them (0-100ms), not %q", name, s)
 	}
 	return lo, hi, nil
 }

@@ -85,7 +85,7 @@ func TestParseDelay(t *testing.T) {
 		{"1-2-3ms", 0, 0, true},
 	}
 	for _, tt := range tests {
-		lo, hi, err := parseDelay(tt.in)
+		lo, hi, err := parseDelay("-delay", tt.in)
 		if tt.bad {
 			assert.Error(t, err, "parseDelay(%q)", tt.in)
 			continue

@@ -1,8 +1,9 @@
 // Package slowlink is a loopback TCP proxy for the drill's tests: it sits
 // between the processes of a fleet and their store (PostgreSQL, Redis) and
-// gives the link what a real network gives it, a delay on every round trip
-// drawn from a range, and outages: every connection closed and new ones
-// refused, for a while or until told.
+// gives the link what a real network gives it, delays drawn from a range on
+// the requests going to the store and, if asked, on the replies coming back,
+// and outages: every connection closed and new ones refused, for a while or
+// until told.
 package slowlink
 
 import (
@@ -19,24 +20,34 @@ import (
 type Options struct {
 	// MinDelay and MaxDelay bound the delay of each request: every chunk
 	// of bytes read from a client waits a time drawn uniformly from
-	// [MinDelay, MaxDelay] before it is written to the target. Replies go
-	// back at once, so each request/response exchange is delayed once, by
-	// its own draw. A MaxDelay below MinDelay counts as MinDelay.
+	// [MinDelay, MaxDelay] before it is written to the target. Without
+	// reply delays each request/response exchange is delayed once, by its
+	// own draw. A MaxDelay below MinDelay counts as MinDelay.
 	MinDelay, MaxDelay time.Duration
 
+	// MinReplyDelay and MaxReplyDelay bound the delay of each reply: every
+	// chunk of bytes read from the target waits a time drawn uniformly from
+	// [MinReplyDelay, MaxReplyDelay] before it is written back to the
+	// client. Both zero, the default, sends replies back at once. A
+	// MaxReplyDelay below MinReplyDelay counts as MinReplyDelay.
+	MinReplyDelay, MaxReplyDelay time.Duration
+
 	// Seed seeds the draws, so that two runs with the same seed and the
-	// same traffic draw the same delays, in the order chunks arrive.
+	// same traffic draw the same delays, in the order chunks arrive. The
+	// replies' draws come from a stream of their own, so that the requests
+	// draw the same delays for a seed with reply delays or without.
 	Seed uint64
 
-	// OnDelay, when set, is called with each delay drawn, before the chunk
-	// waits it (on the connection's goroutine: it must not block).
+	// OnDelay, when set, is called with each request delay drawn, before
+	// the chunk waits it (on the connection's goroutine: it must not
+	// block). Reply delays are not reported.
 	OnDelay func(time.Duration)
 }
 
 // Proxy forwards the TCP connections made to its loopback address to a
-// target. Chunks keep their order on each connection: a chunk whose draw
-// is shorter than the one before it waits for that one to be written
-// first, as on a real link.
+// target. Chunks keep their order on each connection, in each direction: a
+// chunk whose draw is shorter than the one before it waits for that one to
+// be written first, as on a real link.
 //
 // Proxy is safe for simultaneous use by multiple goroutines.
 type Proxy struct {
@@ -45,7 +56,8 @@ type Proxy struct {
 	addr   string
 
 	mu     sync.Mutex
-	rng    *rand.Rand
+	rng    *rand.Rand   // the requests' draws
+	back   *rand.Rand   // the replies' draws
 	ln     net.Listener // nil while cut
 	conns  map[net.Conn]struct{}
 	closed bool
@@ -59,7 +71,10 @@ func New(target string, opts Options) (*Proxy, error) {
 		return nil, fmt.Errorf("slowlink: %w", err)
 	}
 	p := &Proxy{target: target, opts: opts, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{},
-		rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
+		rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		// Constants whose xor is not the requests' 0x9e3779b97f4a7c15, so
+		// that no seed's reply stream is any seed's request stream.
+		back: rand.New(rand.NewPCG(opts.Seed^0xbf58476d1ce4e5b9, opts.Seed^0x94d049bb133111eb))}
 	p.serve(ln)
 	return p, nil
 }
@@ -83,19 +98,29 @@ func (p *Proxy) serve(ln net.Listener) {
 	}()
 }
 
-// draw returns the next delay.
-func (p *Proxy) draw() time.Duration {
-	lo, hi := p.opts.MinDelay, max(p.opts.MaxDelay, p.opts.MinDelay)
-	d := lo
-	if hi > lo {
-		p.mu.Lock()
-		d += time.Duration(p.rng.Int64N(int64(hi-lo) + 1))
-		p.mu.Unlock()
-	}
+// requestDelay returns the next request's delay.
+func (p *Proxy) requestDelay() time.Duration {
+	d := p.draw(p.rng, p.opts.MinDelay, p.opts.MaxDelay)
 	if p.opts.OnDelay != nil {
 		p.opts.OnDelay(d)
 	}
 	return d
+}
+
+// replyDelay returns the next reply's delay.
+func (p *Proxy) replyDelay() time.Duration {
+	return p.draw(p.back, p.opts.MinReplyDelay, p.opts.MaxReplyDelay)
+}
+
+// draw returns a delay drawn from rng in [lo, max(hi, lo)].
+func (p *Proxy) draw(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	hi = max(hi, lo)
+	if hi == lo {
+		return lo
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
 // track adds c to the connections a cut closes, unless the link is cut.
@@ -134,13 +159,17 @@ func (p *Proxy) pipe(client net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	go func() {
-		_, _ = io.Copy(client, server)
+		if max(p.opts.MinReplyDelay, p.opts.MaxReplyDelay) > 0 {
+			p.forward(client, server, p.replyDelay)
+		} else {
+			_, _ = io.Copy(client, server) // no queue to hold replies that never wait
+		}
 		client.Close()
 		server.Close()
 		done <- struct{}{}
 	}()
 	go func() {
-		p.forward(server, client)
+		p.forward(server, client, p.requestDelay)
 		client.Close()
 		server.Close()
 		done <- struct{}{}
@@ -150,17 +179,17 @@ func (p *Proxy) pipe(client net.Conn) {
 	p.untrack(client, server)
 }
 
-// chunk is bytes read from a client, and when they may go on.
+// chunk is bytes read from one side, and when they may go on.
 type chunk struct {
 	b   []byte
 	due time.Time
 }
 
 // forward copies src to dst, each chunk read from src written once its
-// delay has passed, in order. The reading goes on while a chunk waits, so
-// a chunk's delay counts from when it arrived, not from when the one
-// before it was written.
-func (p *Proxy) forward(dst, src net.Conn) {
+// delay (drawn by delay as it arrives) has passed, in order. The reading
+// goes on while a chunk waits, so a chunk's delay counts from when it
+// arrived, not from when the one before it was written.
+func (p *Proxy) forward(dst, src net.Conn, delay func() time.Duration) {
 	queue := make(chan chunk, 256)
 	stop := make(chan struct{})
 	go func() {
@@ -170,7 +199,7 @@ func (p *Proxy) forward(dst, src net.Conn) {
 			n, err := src.Read(buf)
 			if n > 0 {
 				select {
-				case queue <- chunk{b: buf[:n], due: time.Now().Add(p.draw())}:
+				case queue <- chunk{b: buf[:n], due: time.Now().Add(delay())}:
 				case <-stop:
 					return
 				}
