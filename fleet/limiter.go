@@ -95,13 +95,17 @@ const (
 	lateAnswer = 4
 
 	// padGrowth is how many pads a full batch spans at least (see
-	// launch): a pad is schedule no one uses, so a batch that takes the
-	// whole rate wastes at most 1/(padGrowth+1) of it, 5%, while this
-	// process knows the store's clock only roughly.
+	// padFor), up to maxGrowth of the schedule: a pad is schedule no one
+	// uses, so a batch that takes the whole rate wastes at most
+	// 1/(padGrowth+1) of it, 5%, while this process knows the store's clock
+	// only roughly; but a batch longer than a second would hold up the
+	// fleet's other processes, and be lost if this one stopped.
 	padGrowth = 19
+	maxGrowth = time.Second
 
-	// Clock probes (see probe): at most maxProbes under way, a first
-	// contact sends firstProbes at once, and they are spaced by a gap that
+	// A first contact reads the store's clock firstReads times at once,
+	// twice over, before it books (see warmUp). Clock probes (see probe):
+	// at most maxProbes under way, spaced by a gap that
 	// starts at minProbeGap and doubles, up to maxProbeGap, after each
 	// probeMisses probes in a row that did not narrow the bounds on the
 	// store's clock; one that does brings it back to minProbeGap. A link
@@ -109,7 +113,8 @@ const (
 	// faster than any before it one way; one that is slow but steady,
 	// whose bounds no probe narrows, about once a second.
 	maxProbes   = 3
-	firstProbes = 4
+	firstReads  = 4
+	warmRounds  = 2
 	probeMisses = 16
 	minProbeGap = 5 * time.Millisecond
 	maxProbeGap = time.Second
@@ -237,6 +242,8 @@ type Limiter struct {
 	downErr     error
 	fails       int // failed round trips in a row
 	clock       storeClock
+	warming     chan struct{} // closed when New's first contact is over
+	warmErr     error         // why it failed, if it did
 	rtt         time.Duration // the last round trip's
 	lead        time.Duration // how long answers take to come back, lately: see launch
 	probes      int           // clock probes under way
@@ -333,6 +340,19 @@ func New(store Store, r rate.Limit, burst int, opts *Options) (*Limiter, error) 
 		l.fallback = rate.NewLimiter(rate.Limit(fb), int(fbBurst))
 		l.fbSlack = max(time.Duration(fbBurst/fb*float64(time.Second)), time.Millisecond)
 	}
+	if l.clocked != nil {
+		// The first contact, in the background: a process makes its
+		// limiters before its first calls, which then need not wait for
+		// the clock. A failure here is the first booking's to find.
+		l.warming = make(chan struct{})
+		go func() {
+			err := l.warmUp(context.Background())
+			l.mu.Lock()
+			l.warmErr = err
+			l.mu.Unlock()
+			close(l.warming)
+		}()
+	}
 	return l, nil
 }
 
@@ -388,6 +408,8 @@ type flight struct {
 	n       int
 	after   time.Duration
 	pad     time.Duration // left free after the batch on the store's schedule
+	warm    bool          // the first contact: read the store's clock first
+	joined  bool          // New's first contact was under way when f was launched
 	waiters []*waiter
 	settled bool
 	err     error
@@ -485,21 +507,15 @@ func (l *Limiter) probe(now time.Time) {
 	if l.clocked == nil || l.probes >= maxProbes || now.Before(l.nextProbe) || l.fails > 0 {
 		return
 	}
-	n := 1
-	w, ok := l.clock.width(now)
-	if !ok {
-		n = firstProbes // the first contact: the first booking goes with them
-	} else if (w-l.sched.Interval)*64 <= l.horizon {
-		return
+	if w, ok := l.clock.width(now); !ok || (w-l.sched.Interval)*64 <= l.horizon {
+		return // before the first contact (see warmUp), or narrow enough
 	}
 	if l.probeGap == 0 {
 		l.probeGap = minProbeGap
 	}
 	l.nextProbe = now.Add(l.probeGap)
-	l.probes += n
-	for range n {
-		go l.probeOnce()
-	}
+	l.probes++
+	go l.probeOnce()
 }
 
 // probeOnce makes one clock probe, within the Timeout, and spaces the next
@@ -635,27 +651,22 @@ func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 		// ahead, a slow way back does not make every slot pass and every
 		// booking book again.
 		f.after = max(f.after, min(l.lead, maxAhead))
-		// The slots may start late by up to the width of the bounds on the
-		// store's clock when the answer comes: the width now, widened for
-		// the drift over about a round trip (one that takes longer gives
-		// up slots instead; see add). The schedule is left free after the
-		// batch for that width less an interval, the pad: the next
-		// booking's slots, by whichever process, then keep the schedule's
-		// pace from this batch's latest start (an interval of lateness is
-		// free, since any window of W holds at most W*rate + burst slots
-		// even with it: see the package doc).
-		if w, ok := l.clock.width(now.Add(min(2*l.rtt, lateAnswer*l.timeout))); !ok {
-			f.n = 1 // the first contact, whose slot is its clock's first reading
-		} else if f.pad = max(0, w-l.sched.Interval); f.pad > 0 && l.horizon > 0 && f.n >= l.batchCap {
-			// A full batch spans at least padGrowth pads.
-			f.n = max(f.n, int(min(maxBatch, math.Ceil(padGrowth*f.pad.Seconds()*l.rate))))
-		}
 	}
 	if d := l.resume.Sub(now); d > f.after {
 		f.after = min(d, maxAhead) // after an outage, not over the fallback's bookings
 	}
 	l.flight, l.backlog = f, 0
-	f.timer = time.AfterFunc(l.timeout, func() {
+	timeout := l.timeout
+	if l.clocked != nil && !l.clock.ok {
+		f.warm = true
+		select {
+		case <-l.warming:
+		default:
+			f.joined = true // New's first contact is under way
+		}
+		timeout *= 1 + warmRounds // the first contact's clock reads, then the booking (see book)
+	}
+	f.timer = time.AfterFunc(timeout, func() {
 		l.mu.Lock()
 		l.settle(f, errNoAnswer(l.timeout), time.Now())
 		l.mu.Unlock()
@@ -677,6 +688,35 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	// cut may also close the connection it was on (pgx does), so that a
 	// store slower than the Timeout now and then would cost a new
 	// connection, several round trips, each time.
+	var err error
+	if f.warm {
+		// The first contact's clock reads, each round within the Timeout,
+		// unless those New started come back with the clock; then the
+		// booking has a Timeout of its own.
+		select {
+		case <-l.warming:
+			// New's is over (or was before f): f reads the clock itself
+			// unless that one was under way when f was launched, whose
+			// failure f's is.
+			l.mu.Lock()
+			known, failed := l.clock.ok, l.warmErr
+			l.mu.Unlock()
+			switch {
+			case known:
+			case f.joined:
+				err = failed
+			default:
+				err = l.warmUp(ctx)
+			}
+		case <-time.After(warmRounds * l.timeout): // New's reads ignore their context
+			err = errNoAnswer(l.timeout)
+		}
+		l.mu.Lock()
+		if !f.settled {
+			f.timer.Reset(l.timeout)
+		}
+		l.mu.Unlock()
+	}
 	call, cancelCall := context.WithTimeout(ctx, lateAnswer*l.timeout)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	if refunded != nil {
@@ -685,12 +725,26 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 		case <-ctx.Done():
 		}
 	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // the refunds took the whole Timeout
+	}
+	if l.clocked != nil && err == nil {
+		l.mu.Lock()
+		now := time.Now()
+		if f.warm {
+			// As launch would have, had it known the clock: for the
+			// bookings that came meanwhile, and far enough ahead.
+			f.n = max(f.n, l.size(now, len(f.waiters)))
+			f.after = max(f.after, min(l.lead, maxAhead))
+		}
+		l.padFor(f, now)
+		l.mu.Unlock()
+	}
 	sent := time.Now()
 	var wait time.Duration
 	var mark, storeNow int64
-	var err error
-	if ctx.Err() != nil {
-		err = ctx.Err() // the refunds took the whole Timeout
+	if err != nil {
+		// Not sent.
 	} else if l.clocked != nil {
 		// The pad rides on the interval: the store moves the schedule's
 		// end n intervals on, and this process spaces the slots itself.
@@ -747,6 +801,87 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	}
 }
 
+// padFor sets f's pad, and grows its batch for it, from the bounds on the
+// store's clock as they are now, just before f is sent. The slots may start
+// late by up to the width of the bounds when the answer comes: the width
+// now, widened for the drift over about a round trip (one that takes longer
+// gives up slots instead; see add). The schedule is left free after the
+// batch for that width less an interval, the pad: the next booking's slots,
+// by whichever process, then keep the schedule's pace from this batch's
+// latest start (an interval of lateness is free, since any window of W
+// still holds at most W*rate + burst slots where W*rate is whole: see the
+// package doc). A full batch spans at least padGrowth pads, up to
+// maxGrowth.
+func (l *Limiter) padFor(f *flight, now time.Time) {
+	w, ok := l.clock.width(now.Add(min(2*l.rtt+10*time.Millisecond, lateAnswer*l.timeout)))
+	if !ok {
+		return
+	}
+	f.pad = max(0, w-l.sched.Interval)
+	if f.pad > 0 && l.horizon > 0 && f.n >= l.batchCap {
+		grown := min(padGrowth*f.pad.Seconds(), maxGrowth.Seconds()) * l.rate
+		f.n = max(f.n, int(min(maxBatch, math.Ceil(grown))))
+	}
+}
+
+// warmUp is a process's first contact with a ClockedStore: it reads the
+// store's clock firstReads times at once, twice over, before the first
+// booking, so that the booking's pad comes from bounds that its own round
+// trip, the reads' first (which open the client's connections, a dial
+// and a handshake each), or a single slow answer would make wide. Each
+// round has the Timeout; it fails, as a booking would, when every read of
+// a round fails or none answers in time.
+func (l *Limiter) warmUp(ctx context.Context) error {
+	for round := range warmRounds {
+		ctx, cancel := context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+		// Each read updates the bounds when it comes back; the first
+		// round's open the client's connections, so the second's are
+		// warm.
+		errs := make(chan error, firstReads)
+		for range firstReads {
+			go func() {
+				sent := time.Now()
+				storeNow, err := l.clocked.Now(ctx)
+				recv := time.Now()
+				if err == nil {
+					l.mu.Lock()
+					if at, _ := l.clock.local(sent, recv, storeNow); round > 0 {
+						l.noteLead(recv.Sub(at)) // not the dials'
+						l.rtt = max(l.rtt, recv.Sub(sent))
+					}
+					l.mu.Unlock()
+				}
+				errs <- err
+			}()
+		}
+		// The round waits for every read, but not past its Timeout: a
+		// client may ignore its context (go-redis does by default).
+		var err error
+		ok := false
+	collect:
+		for range firstReads {
+			select {
+			case e := <-errs:
+				if e == nil {
+					ok = true
+				} else {
+					err = e
+				}
+			case <-ctx.Done():
+				break collect
+			}
+		}
+		if !ok {
+			if err == nil || ctx.Err() != nil {
+				return errNoAnswer(l.timeout)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // noteLead adds a round trip's way back, as this process can tell it (how
 // much later than the store's now placed by the clock its answer came), to
 // the lead: the largest lately, forgotten by an eighth a round trip.
@@ -777,7 +912,7 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv, arrived t
 		b.refs[i] = slotRef{b, i}
 	}
 	// Which slots it may use. The slots may start late by the bounds'
-	// width; its pad and an interval cover a margin more than that.
+	// width, and the pad and an interval cover a margin more than that.
 	end := b.n
 	if margin < 0 {
 		// The bounds widened past the pad (the answer was slow, and drift
@@ -785,22 +920,28 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv, arrived t
 		// that the next booking's first ones are far enough from those
 		// that are used.
 		end -= int(min(int64(b.n), int64((-margin+b.every-1)/b.every)))
+		margin = 0
 	} else if late := arrived.Sub(b.at(0)); late > 0 {
 		// The first places passed while the answer was on its way: the
-		// batch starts later by as much as the margin covers, and the
-		// slots whose places passed even so go unused, rather than start
-		// together at once.
+		// batch starts later by as much as the margin covers.
 		late = min(late, margin)
 		b.first, b.floor = b.first.Add(late), b.floor.Add(late)
+		margin -= late
 	}
-	for b.next < end && b.at(b.next).Before(arrived) {
-		b.next++
-	}
+	// A slot whose place passed even so starts at once, as late as that:
+	// by at most an interval, which keeps it apart from the batch's later
+	// slots (see the package doc), and by no more than the margin and the
+	// slots after it keep it from the next booking's. The others go unused,
+	// rather than start together at once.
 	for i := range b.n {
-		if i < b.next || i >= end {
+		late := arrived.Sub(b.at(i))
+		if i >= end || late > 0 && (late > b.every || late > margin+time.Duration(end-1-i)*b.every) {
 			b.taken[i] = true
 			b.free--
 		}
+	}
+	for b.next < b.n && b.taken[b.next] {
+		b.next++
 	}
 	l.batches = append(l.batches, b)
 	l.latest = b

@@ -124,3 +124,47 @@ func TestProbeGap(t *testing.T) {
 		assert.Zero(t, l.probes)
 	})
 }
+
+// A batch uses only the slots its pad covers: when the bounds on the store's
+// clock widened past the pad (a negative margin), its last slots go unused,
+// as many intervals as the margin lacks; when its first places passed while
+// the answer was on its way, it starts later by as much as the margin
+// covers, and a slot that passed even so is used only if it passed by at
+// most an interval, and by no more than the margin and the slots after it.
+func TestAddGivesUpLateSlots(t *testing.T) {
+	t.Parallel()
+	const ms = time.Millisecond
+	now := time.Now()
+	free := func(b *batch) []int {
+		var out []int
+		for i := range b.n {
+			if !b.taken[i] {
+				out = append(out, int(b.at(i).Sub(now)/time.Microsecond))
+			}
+		}
+		return out
+	}
+	add := func(n int, first time.Duration, margin time.Duration) *batch {
+		l := &Limiter{sched: Schedule{Interval: ms}}
+		// Slot i's place is first + i*1ms from now, the answer came now.
+		return l.add(first, 1, &flight{n: n, after: -time.Hour}, now, now, margin)
+	}
+	// On time, a margin of 2.5ms short: the last three go unused.
+	assert.Equal(t, []int{0, 1000, 2000, 3000, 4000, 5000, 6000}, free(add(10, 0, -2500*time.Microsecond)))
+	// Passed by 3ms, a margin of 1ms: the batch starts 1ms later, so its
+	// first slot passed by 2ms (unused) and its second by 1ms (used, at
+	// once: an interval late).
+	assert.Equal(t, []int{-1000, 0, 1000, 2000}, free(add(5, -3*ms, ms)))
+	// Passed by 500us, no margin left: the one slot would start later
+	// than the pad allows.
+	assert.Empty(t, free(add(1, -500*time.Microsecond, 0)))
+	// Passed by 500us with a margin of 1ms: shifted, on time.
+	assert.Equal(t, []int{0}, free(add(1, -500*time.Microsecond, ms)))
+	// The first of two passed by 1.5ms, no margin: it is more than an
+	// interval late; the second passed by 500us, and is the last, which
+	// the margin alone must cover.
+	assert.Empty(t, free(add(2, -1500*time.Microsecond, 0)))
+	// With a margin of 500us, shifted by that: the first passed by an
+	// interval, which the second slot keeps from the next booking.
+	assert.Equal(t, []int{-1000, 0}, free(add(2, -1500*time.Microsecond, 500*time.Microsecond)))
+}
