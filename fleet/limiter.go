@@ -169,18 +169,24 @@ const (
 // slots, by any process, keep the schedule's pace from this batch's latest
 // start. A batch whose answer came slower than its pad allows for gives up
 // the slots that could start too late: a slot whose place passed while the
-// answer was on its way starts at once if the pad covers it, and the last
-// slots of a batch go unused if the bounds widened. So from a ClockedStore
-// the fleet keeps the limit whatever the round trips take, on the way out
-// and back. The pads are schedule no one uses: a process that knows the
-// store's clock only roughly (a link whose delays vary, or its first
-// seconds) asks the store its time now and then to narrow the bounds
-// (ClockedStore.Now), books batches that span at least 19 pads when it
-// takes the whole rate, and asks for slots at least as far ahead as its
-// answers lately took to come back, so that they do not pass on the way. On
-// a link whose round trips are steady and shorter than an interval, none of
-// this costs anything. Its Slack is the time the rate takes to refill the
-// burst (at least 1ms), as for [retry.RateLimiter].
+// answer was on its way starts at once if it passed by at most an interval
+// and the pad covers it, and the last slots of a batch go unused if the
+// bounds widened. So from a ClockedStore the fleet keeps the limit whatever
+// the round trips take, on the way out and back.
+//
+// The pads are schedule no one uses, so a process narrows the bounds
+// before it books: New reads the store's clock four times at once, twice
+// over, in the background (the first reads open the client's connections,
+// whose dials would make the bounds wide), and a first booking that comes
+// before those reads are back waits for them. Then a process that knows the
+// store's clock only roughly (a link whose delays vary) asks the store its
+// time now and then (ClockedStore.Now), books batches that span at least
+// 19 pads when it takes the whole rate (up to a second of it), and asks for
+// slots at least as far ahead as its answers lately took to come back, so
+// that they do not pass on the way. On a link whose round trips are steady
+// and shorter than an interval, none of this costs anything but the first
+// reads. A booking's Slack is the time the rate takes to refill the burst
+// (at least 1ms), as for [retry.RateLimiter].
 //
 // A booking is never earlier than the time asked for, when that is within
 // the burst's tolerance (or one interval) from now; a retry planned later
@@ -268,7 +274,9 @@ type Limiter struct {
 // rate.Inf), a negative Options.Timeout, or an Options.Fallback outside
 // [0, 1]: input that would otherwise show only as every call failing; and
 // for a store with a BookClocked method but no Now, which would otherwise
-// be taken for a plain [Store] (see [ClockedStore]).
+// be taken for a plain [Store] (see [ClockedStore]). With a ClockedStore it
+// starts reading the store's clock at once, in the background (see
+// [Limiter]); a failure there is reported by the first booking.
 //
 // A rate of rate.Inf makes every booking start at once, without a round
 // trip, whatever the burst. A rate above 1e9 counts as 1e9 (a slot every
