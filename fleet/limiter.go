@@ -741,8 +741,9 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 		now := time.Now()
 		if f.warm {
 			// As launch would have, had it known the clock: for the
-			// bookings that came meanwhile, and far enough ahead.
-			f.n = max(f.n, l.size(now, len(f.waiters)))
+			// bookings that came meanwhile (not for the demand their
+			// wait makes seem), and far enough ahead.
+			f.n = max(f.n, min(l.batchCap, len(f.waiters)))
 			f.after = max(f.after, min(l.lead, maxAhead))
 		}
 		l.padFor(f, now)
