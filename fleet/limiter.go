@@ -526,10 +526,12 @@ func (l *Limiter) probe(now time.Time) {
 	go l.probeOnce()
 }
 
-// probeOnce makes one clock probe, within the Timeout, and spaces the next
-// by whether it narrowed the bounds.
+// probeOnce makes one clock probe and spaces the next by whether it
+// narrowed the bounds.
 func (l *Limiter) probeOnce() {
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	// As long as a booking's call may take (see book): a client may close
+	// a connection whose call its context cut.
+	ctx, cancel := context.WithTimeout(context.Background(), lateAnswer*l.timeout)
 	sent := time.Now()
 	storeNow, err := l.clocked.Now(ctx)
 	recv := time.Now()
@@ -664,17 +666,15 @@ func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 		f.after = min(d, maxAhead) // after an outage, not over the fallback's bookings
 	}
 	l.flight, l.backlog = f, 0
-	timeout := l.timeout
 	if l.clocked != nil && !l.clock.ok {
-		f.warm = true
+		f.warm = true // the first contact: the clock first (see book)
 		select {
 		case <-l.warming:
 		default:
 			f.joined = true // New's first contact is under way
 		}
-		timeout *= 1 + warmRounds // the first contact's clock reads, then the booking (see book)
 	}
-	f.timer = time.AfterFunc(timeout, func() {
+	f.timer = time.AfterFunc(l.timeout, func() {
 		l.mu.Lock()
 		l.settle(f, errNoAnswer(l.timeout), time.Now())
 		l.mu.Unlock()
@@ -698,32 +698,22 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	// connection, several round trips, each time.
 	var err error
 	if f.warm {
-		// The first contact's clock reads, each round within the Timeout,
-		// unless those New started come back with the clock; then the
-		// booking has a Timeout of its own.
-		select {
-		case <-l.warming:
-			// New's is over (or was before f): f reads the clock itself
-			// unless that one was under way when f was launched, whose
-			// failure f's is.
-			l.mu.Lock()
-			known, failed := l.clock.ok, l.warmErr
-			l.mu.Unlock()
-			switch {
-			case known:
-			case f.joined:
-				err = failed
-			default:
-				err = l.warmUp(ctx)
-			}
-		case <-time.After(warmRounds * l.timeout): // New's reads ignore their context
-			err = errNoAnswer(l.timeout)
-		}
+		// The first contact's clock reads, unless New's come back with
+		// the clock: f reads it itself unless New's were under way when f
+		// was launched, whose failure is then f's. f's waiters stop
+		// waiting at its Timeout all the same (see launch); the booking
+		// goes on, and adds its slots for the next.
+		<-l.warming
 		l.mu.Lock()
-		if !f.settled {
-			f.timer.Reset(l.timeout)
-		}
+		known, failed := l.clock.ok, l.warmErr
 		l.mu.Unlock()
+		switch {
+		case known:
+		case f.joined:
+			err = failed
+		default:
+			err = l.warmUp(ctx)
+		}
 	}
 	call, cancelCall := context.WithTimeout(ctx, lateAnswer*l.timeout)
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
@@ -837,13 +827,20 @@ func (l *Limiter) padFor(f *flight, now time.Time) {
 // store's clock firstReads times at once, twice over, before the first
 // booking, so that the booking's pad comes from bounds that its own round
 // trip, the reads' first (which open the client's connections, a dial
-// and a handshake each), or a single slow answer would make wide. Each
-// round has the Timeout; it fails, as a booking would, when every read of
-// a round fails or none answers in time.
+// and a handshake each), or a single slow answer would make wide. A round
+// waits for its reads up to the Timeout, and for its first answer up to
+// lateAnswer times that; it fails, as a booking would, when every read of a
+// round fails or none answers by then.
 func (l *Limiter) warmUp(ctx context.Context) error {
 	for round := range warmRounds {
-		ctx, cancel := context.WithTimeout(ctx, l.timeout)
+		// The reads may take lateAnswer times the Timeout, as a booking's
+		// call may (see book): a client may close a connection whose call
+		// its context cut (pgx does), and the next round trips would then
+		// open new ones.
+		ctx, cancel := context.WithTimeout(ctx, lateAnswer*l.timeout)
 		defer cancel()
+		timer := time.NewTimer(l.timeout)
+		defer timer.Stop()
 		// Each read updates the bounds when it comes back; the first
 		// round's open the client's connections, so the second's are
 		// warm.
@@ -864,10 +861,11 @@ func (l *Limiter) warmUp(ctx context.Context) error {
 				errs <- err
 			}()
 		}
-		// The round waits for every read, but not past its Timeout: a
-		// client may ignore its context (go-redis does by default).
+		// The round waits for every read up to the Timeout, and past it
+		// for the first that comes back, if none has; not past the reads'
+		// context, which a client may ignore (go-redis does by default).
 		var err error
-		ok := false
+		ok, due := false, false
 	collect:
 		for range firstReads {
 			select {
@@ -876,6 +874,14 @@ func (l *Limiter) warmUp(ctx context.Context) error {
 					ok = true
 				} else {
 					err = e
+				}
+				if ok && due {
+					break collect
+				}
+			case <-timer.C:
+				due = true
+				if ok {
+					break collect
 				}
 			case <-ctx.Done():
 				break collect

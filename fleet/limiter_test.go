@@ -529,13 +529,14 @@ func TestLimiterWaiterLeaves(t *testing.T) {
 	})
 }
 
-// warmUp makes lim's first contact with its store, whose round trips tell
-// lim the store's clock, and lets a second pass, so that the slots it took
+// warmUp lets lim's first contact with its store end (New reads the store's
+// clock), books once, and lets a second pass, so that the slots it took
 // have passed: a test that is about something else then starts from a
 // limiter that knows the store's clock as well as its link lets it. It runs
 // in a synctest bubble.
 func warmUp(t *testing.T, lim *fleet.Limiter) {
 	t.Helper()
+	time.Sleep(time.Second) // New's reads of the clock come back
 	_, err := lim.Reserve(t.Context(), time.Now())
 	require.NoError(t, err)
 	time.Sleep(time.Second)
@@ -951,11 +952,12 @@ func TestLimiterPadsAndProbes(t *testing.T) {
 }
 
 // A process's first contact with a ClockedStore reads its clock four times
-// at once, twice over, and then books, with a pad from the bounds those
-// reads give: the first reads open the client's connections, whose dials
-// would otherwise make the first bounds, and the first pads, wide. Each
-// round has the Timeout: a store that hangs fails the first booking at the
-// Timeout, and one that refuses fails it at once.
+// at once, twice over (New starts it), and then books, with a pad from the
+// bounds those reads give: the first reads open the client's connections,
+// whose dials would otherwise make the first bounds, and the first pads,
+// wide. The first booking waits for New's reads, within its Timeout: a
+// store that hangs fails it at the Timeout, one that refuses fails it at
+// once; once New's reads have failed, a booking reads the clock itself.
 func TestLimiterFirstContact(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -988,5 +990,16 @@ func TestLimiterFirstContact(t *testing.T) {
 		assert.ErrorIs(t, err, errStoreDown)
 		assert.Zero(t, time.Since(start))
 		assert.Empty(t, store.asked(), "no booking without the clock")
+
+		// Back after New's reads failed: the first booking after the pause
+		// reads the clock itself.
+		store.set(func(s *memStore) { s.down, s.latency = nil, 2*time.Millisecond })
+		time.Sleep(time.Second)
+		start = time.Now()
+		r, err = lim.Reserve(t.Context(), start)
+		require.NoError(t, err)
+		assert.Equal(t, start.Add(12*time.Millisecond), r.Start, "two rounds of reads and the booking")
+		_, reads = store.bookings()
+		assert.Equal(t, 8, reads)
 	})
 }
