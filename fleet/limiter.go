@@ -250,7 +250,7 @@ type Limiter struct {
 	clock       storeClock
 	warming     chan struct{} // closed when New's first contact is over
 	warmErr     error         // why it failed, if it did
-	rtt         time.Duration // the last round trip's
+	rtt         time.Duration // the slowest round trip lately, forgotten by an eighth a round trip
 	lead        time.Duration // how long answers take to come back, lately: see launch
 	probes      int           // clock probes under way
 	probeGap    time.Duration // between probes, while they help
@@ -726,17 +726,25 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err() // the refunds took the whole Timeout
 	}
-	if l.clocked != nil && err == nil {
+	if err == nil {
 		l.mu.Lock()
-		now := time.Now()
-		if f.warm {
-			// As launch would have, had it known the clock: for the
-			// bookings that came meanwhile (not for the demand their
-			// wait makes seem), and far enough ahead.
-			f.n = max(f.n, min(l.batchCap, len(f.waiters)))
-			f.after = max(f.after, min(l.lead, maxAhead))
+		// Enough slots for the bookings that came to wait for f since it
+		// was launched (not for the demand their wait makes seem), up to a
+		// batch: at a fleet's start, every goroutine's first booking waits
+		// for the first round trip.
+		waiting := 0
+		for _, w := range f.waiters {
+			if !w.gone {
+				waiting++
+			}
 		}
-		l.padFor(f, now)
+		f.n = max(f.n, min(l.batchCap, waiting))
+		if l.clocked != nil {
+			if f.warm {
+				f.after = max(f.after, min(l.lead, maxAhead)) // as launch would have, had it known the clock
+			}
+			l.padFor(f, time.Now())
+		}
 		l.mu.Unlock()
 	}
 	sent := time.Now()
@@ -771,7 +779,7 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 		l.settle(f, err, recv)
 		return
 	}
-	l.rtt = recv.Sub(sent)
+	l.rtt = max(recv.Sub(sent), l.rtt-l.rtt/8)
 	at, margin := recv, time.Duration(0)
 	if l.clocked != nil {
 		var width time.Duration
