@@ -71,14 +71,19 @@
 // before its place, and a slot starts late by at most the bounds' width w.
 // Each booking then leaves the schedule free after its batch for
 // pad = max(0, w - T), which the process asks for along with its slots (see
-// [Schedule]); a batch whose answer widened the bounds past its pad gives
-// up its last slots, and a slot whose place passed while the answer was on
-// its way starts at once only as late as the pad allows. So every slot used
-// starts late by at most its batch's pad plus T, and the slots of a batch
-// keep their spacing. For slots j after k in the store's order, the
-// schedule then gives a_j >= a_k + (j-k-1)*T - tau for their starts a: the
-// pads between them cover k's lateness, less the one interval the -1 takes.
-// So m starts within [a, a+W) satisfy (m-2)*T - tau < W: fewer than
+// [Schedule]). A slot used starts late by at most pad + T, and T more for
+// each slot its batch leaves unused at its end: a batch whose answer
+// widened the bounds past its pad, or some of whose places passed while
+// the answer was on its way (a slot that passed by at most T starts at
+// once, one that passed by more goes unused), gives up as many of its last
+// slots as that takes. Within a batch the slots keep their spacing, but for
+// those that passed, which are at most T late against the later ones. So
+// for used slots k before j in the store's order, with u used slots after k
+// up to j, the starts satisfy a_j >= a_k + (u-1)*T - tau: the schedule
+// places j after k's place by T for each slot from k up to j (used or
+// not) and the pads between, less tau, and k's lateness takes at most
+// those pads, the unused slots' intervals and one interval, the -1. So m
+// starts within [a, a+W) satisfy (m-2)*T - tau < W: fewer than
 // W*rate + burst + 1, that is at most W*rate + burst when W*rate is whole
 // (as for windows of 100ms and 1s at 200/s or 1,000/s), and rounded up
 // otherwise. That holds whatever the round trips take, on the way out or

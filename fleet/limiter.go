@@ -653,14 +653,7 @@ func (l *Limiter) reservation(ref *slotRef) retry.Reservation {
 func (l *Limiter) launch(ctx context.Context, want, now time.Time) *flight {
 	f := &flight{done: make(chan struct{}), n: l.size(now, l.backlog+1), after: want.Sub(now)}
 	if l.clocked != nil {
-		// A slot placed at the store's now has passed by the time the
-		// answer is back, and one that passed by more than the pad allows
-		// is given up (see add). So a booking asks for slots no earlier
-		// than its answers lately took to come back: they then come in
-		// time, and below the limit, where the schedule is not booked
-		// ahead, a slow way back does not make every slot pass and every
-		// booking book again.
-		f.after = max(f.after, min(l.lead, maxAhead))
+		f.after = max(f.after, l.ahead(now))
 	}
 	if d := l.resume.Sub(now); d > f.after {
 		f.after = min(d, maxAhead) // after an outage, not over the fallback's bookings
@@ -741,7 +734,7 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 		f.n = max(f.n, min(l.batchCap, waiting))
 		if l.clocked != nil {
 			if f.warm {
-				f.after = max(f.after, min(l.lead, maxAhead)) // as launch would have, had it known the clock
+				f.after = max(f.after, l.ahead(time.Now())) // as launch would have, had it known the clock
 			}
 			l.padFor(f, time.Now())
 		}
@@ -905,6 +898,23 @@ func (l *Limiter) warmUp(ctx context.Context) error {
 	return nil
 }
 
+// ahead returns how far ahead of now a booking asks for its slots at the
+// earliest. A slot placed at the store's now has passed by the time the
+// answer is back, and one that passed by more than its margin allows is
+// given up (see add): an interval, less the width of the bounds on the
+// store's clock, for a batch of one slot. So a booking asks for slots no
+// earlier than its answers lately took to come back, less that: they then
+// come in time, and below the limit, where the schedule is not booked
+// ahead, a slow way back does not make every slot pass and every booking
+// book again. On a fast link it asks for none.
+func (l *Limiter) ahead(now time.Time) time.Duration {
+	allowed := time.Duration(0)
+	if w, ok := l.clock.width(now); ok {
+		allowed = max(0, l.sched.Interval-w)
+	}
+	return min(max(0, l.lead-allowed), maxAhead)
+}
+
 // noteLead adds a round trip's way back, as this process can tell it (how
 // much later than the store's now placed by the clock its answer came), to
 // the lead: the largest lately, forgotten by an eighth a round trip.
@@ -934,31 +944,34 @@ func (l *Limiter) add(wait time.Duration, mark int64, f *flight, recv, arrived t
 	for i := range b.refs {
 		b.refs[i] = slotRef{b, i}
 	}
-	// Which slots it may use. The slots may start late by the bounds'
-	// width, and the pad and an interval cover a margin more than that.
-	end := b.n
-	if margin < 0 {
-		// The bounds widened past the pad (the answer was slow, and drift
-		// or a clock's jump widened them): the last slots go unused, so
-		// that the next booking's first ones are far enough from those
-		// that are used.
-		end -= int(min(int64(b.n), int64((-margin+b.every-1)/b.every)))
-		margin = 0
-	} else if late := arrived.Sub(b.at(0)); late > 0 {
-		// The first places passed while the answer was on its way: the
-		// batch starts later by as much as the margin covers.
+	// Which slots it may use. Each slot used may start later than its place
+	// on the store's schedule by the bounds' width and, if its place passed
+	// while the answer was on its way, by as much as that; the pad and an
+	// interval cover a margin more than the width, and each slot left unused
+	// at the batch's end an interval more (see the package doc).
+	if late := arrived.Sub(b.at(0)); late > 0 && margin > 0 {
+		// The batch starts later by as much as the margin covers.
 		late = min(late, margin)
 		b.first, b.floor = b.first.Add(late), b.floor.Add(late)
 		margin -= late
 	}
-	// A slot whose place passed even so starts at once, as late as that:
-	// by at most an interval, which keeps it apart from the batch's later
-	// slots (see the package doc), and by no more than the margin and the
-	// slots after it keep it from the next booking's. The others go unused,
-	// rather than start together at once.
+	// A slot whose place passed even so starts at once if it passed by at
+	// most an interval, which keeps it apart from the batch's later slots;
+	// one that passed by more goes unused. Its lateness, or the bounds'
+	// widening past the pad (a slow answer, drift, a clock's jump), takes
+	// as many slots from the batch's end as the margin lacks, in intervals.
+	worst := time.Duration(0)
 	for i := range b.n {
-		late := arrived.Sub(b.at(i))
-		if i >= end || late > 0 && (late > b.every || late > margin+time.Duration(end-1-i)*b.every) {
+		if late := arrived.Sub(b.at(i)); late <= b.every {
+			worst = max(worst, late)
+		}
+	}
+	end := b.n
+	if short := worst - margin; short > 0 {
+		end -= int(min(int64(b.n), int64((short+b.every-1)/b.every)))
+	}
+	for i := range b.n {
+		if i >= end || arrived.Sub(b.at(i)) > b.every {
 			b.taken[i] = true
 			b.free--
 		}

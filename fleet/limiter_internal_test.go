@@ -125,12 +125,13 @@ func TestProbeGap(t *testing.T) {
 	})
 }
 
-// A batch uses only the slots its pad covers: when the bounds on the store's
-// clock widened past the pad (a negative margin), its last slots go unused,
-// as many intervals as the margin lacks; when its first places passed while
-// the answer was on its way, it starts later by as much as the margin
-// covers, and a slot that passed even so is used only if it passed by at
-// most an interval, and by no more than the margin and the slots after it.
+// A batch uses only the slots its pad covers: when its first places passed
+// while the answer was on its way, it starts later by as much as the margin
+// covers; a slot that passed even so starts at once if it passed by at most
+// an interval, and goes unused if it passed by more; and the lateness the
+// margin does not cover, from such slots or from bounds that widened past
+// the pad (a negative margin), takes slots from the batch's end, an interval
+// each.
 func TestAddGivesUpLateSlots(t *testing.T) {
 	t.Parallel()
 	const ms = time.Millisecond
@@ -152,19 +153,18 @@ func TestAddGivesUpLateSlots(t *testing.T) {
 	// On time, a margin of 2.5ms short: the last three go unused.
 	assert.Equal(t, []int{0, 1000, 2000, 3000, 4000, 5000, 6000}, free(add(10, 0, -2500*time.Microsecond)))
 	// Passed by 3ms, a margin of 1ms: the batch starts 1ms later, so its
-	// first slot passed by 2ms (unused) and its second by 1ms (used, at
-	// once: an interval late).
-	assert.Equal(t, []int{-1000, 0, 1000, 2000}, free(add(5, -3*ms, ms)))
-	// Passed by 500us, no margin left: the one slot would start later
-	// than the pad allows.
+	// first slot passed by 2ms (unused) and its second by 1ms: that one
+	// starts at once, an interval late, which the last slot pays for.
+	assert.Equal(t, []int{-1000, 0, 1000}, free(add(5, -3*ms, ms)))
+	// Passed by 500us, no margin: the one slot would start later than the
+	// pad allows, and it is its own last.
 	assert.Empty(t, free(add(1, -500*time.Microsecond, 0)))
 	// Passed by 500us with a margin of 1ms: shifted, on time.
 	assert.Equal(t, []int{0}, free(add(1, -500*time.Microsecond, ms)))
-	// The first of two passed by 1.5ms, no margin: it is more than an
-	// interval late; the second passed by 500us, and is the last, which
-	// the margin alone must cover.
-	assert.Empty(t, free(add(2, -1500*time.Microsecond, 0)))
-	// With a margin of 500us, shifted by that: the first passed by an
-	// interval, which the second slot keeps from the next booking.
-	assert.Equal(t, []int{-1000, 0}, free(add(2, -1500*time.Microsecond, 500*time.Microsecond)))
+	// A burst of five booked at the store's now, with the tolerance of four
+	// intervals, whose answer came 800us later, no margin: the five start
+	// at once, and the batch's last slot pays.
+	l := &Limiter{sched: Schedule{Interval: ms, Tolerance: 4 * ms}}
+	b := l.add(0, 1, &flight{n: 9}, now, now.Add(800*time.Microsecond), 0)
+	assert.Equal(t, []int{0, 0, 0, 0, 0, 1000, 2000, 3000}, free(b))
 }

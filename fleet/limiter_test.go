@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -1002,4 +1003,62 @@ func TestLimiterFirstContact(t *testing.T) {
 		_, reads = store.bookings()
 		assert.Equal(t, 8, reads)
 	})
+}
+
+// The bound holds whatever the rate, the burst, the link and the demand:
+// over 48 fleets drawn from a seeded generator (rates of 100, 200 and
+// 1,000 a second, bursts of 1, 3 and 10, two or three processes, a link
+// whose delays vary on the way out, back or both, or a steady slow one,
+// and callers that want more than the rate or less), no window of 10ms,
+// 100ms or 1s holds more than rate x window + burst attempts, and every
+// fleet is served.
+func TestLimiterBoundProperty(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(27, 2026))
+	links := []func() *memStore{
+		func() *memStore { return &memStore{jitter: 90 * time.Millisecond, outOnly: true} },
+		func() *memStore { return &memStore{jitter: 90 * time.Millisecond, backOnly: true} },
+		func() *memStore { return &memStore{jitter: 45 * time.Millisecond} },
+		func() *memStore { return &memStore{latency: 30 * time.Millisecond} },
+	}
+	for i := range 48 {
+		r := []rate.Limit{100, 200, 1000}[rng.IntN(3)]
+		burst := []int{1, 3, 10}[rng.IntN(3)]
+		procs := 2 + rng.IntN(2)
+		link := rng.IntN(len(links))
+		var pace time.Duration // 0: as fast as the limit lets them
+		if rng.IntN(2) == 0 {
+			// Each process's 20 callers want about 2/3 of the rate together.
+			pace = time.Duration(float64(20*procs) / (float64(r) * 2 / 3) * float64(time.Second))
+		}
+		name := fmt.Sprintf("%d: %v/s burst %d, %d processes, link %d, pace %v", i, r, burst, procs, link, pace)
+		synctest.Test(t, func(t *testing.T) {
+			defer time.Sleep(2 * time.Second)
+			mem := links[link]()
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			var rec starts
+			var wg sync.WaitGroup
+			for range procs {
+				lim := newLimiter(t, mem, r, burst, &fleet.Options{Timeout: time.Second})
+				if pace == 0 {
+					hammer(ctx, &wg, lim, 20, &rec)
+				} else {
+					paced(ctx, &wg, lim, 20, pace, &rec)
+				}
+			}
+			wg.Wait()
+			for _, w := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second} {
+				bound := int(float64(r)*w.Seconds()) + burst
+				if most := rec.mostWithin(w); most > bound {
+					t.Errorf("%s: %d attempts in %v, bound %d", name, most, w, bound)
+				}
+			}
+			// Callers that wait for each slot, on a link whose answers
+			// take up to 90ms, make fewer: not none.
+			if rec.count() < int(float64(r)*3/10) {
+				t.Errorf("%s: %d attempts in 3s, fewer than a tenth of the rate's", name, rec.count())
+			}
+		})
+	}
 }
