@@ -1062,3 +1062,55 @@ func TestLimiterBoundProperty(t *testing.T) {
 		})
 	}
 }
+
+// Below the limit, a call waits for its slot about a round trip when the
+// link is faster than an interval, as a Limiter without pads would make it
+// wait; on a steady link slower than an interval, the pads make bookings
+// crowd the schedule, and calls wait for batches instead. Three processes of
+// 20 callers, who want half the rate together, with a burst of 5; the mean
+// wait of a call is logged for each link and rate (see the README's "How it
+// books"), and asserted on the fast link.
+func TestLimiterWaitBelowTheLimit(t *testing.T) {
+	t.Parallel()
+	for _, latency := range []time.Duration{100 * time.Microsecond, 2 * time.Millisecond, 40 * time.Millisecond} {
+		for _, r := range []float64{200, 1000} {
+			var mean time.Duration
+			synctest.Test(t, func(t *testing.T) {
+				defer time.Sleep(2 * time.Second)
+				mem := &memStore{latency: latency}
+				ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+				defer cancel()
+				var mu sync.Mutex
+				var total time.Duration
+				var calls int
+				var wg sync.WaitGroup
+				every := time.Duration(float64(time.Second) * 60 / (r / 2))
+				for range 3 {
+					lim := newLimiter(t, mem, rate.Limit(r), 5, &fleet.Options{Timeout: time.Second})
+					for range 20 {
+						wg.Go(func() {
+							time.Sleep(rand.N(every))
+							for ctx.Err() == nil {
+								start := time.Now()
+								if retry.Do(ctx, func(context.Context) error { return nil }, retry.Policy{MaxAttempts: 1, Limiter: lim}) != nil {
+									return
+								}
+								mu.Lock()
+								total += time.Since(start)
+								calls++
+								mu.Unlock()
+								time.Sleep(every)
+							}
+						})
+					}
+				}
+				wg.Wait()
+				mean = total / time.Duration(max(calls, 1))
+			})
+			t.Logf("round trips of %v, %v/s: a call waits %v on average", 2*latency, r, mean)
+			if latency < time.Millisecond {
+				assert.Less(t, mean, 2*time.Millisecond, "%v/s on a fast link", r)
+			}
+		}
+	}
+}
