@@ -97,10 +97,10 @@ const (
 	// padGrowth is how many pads a full batch spans at least (see
 	// padFor), up to maxGrowth of the schedule: a pad is schedule no one
 	// uses, so a batch that takes the whole rate wastes at most
-	// 1/(padGrowth+1) of it, 5%, while this process knows the store's clock
+	// 1/(padGrowth+1) of it, 2%, while this process knows the store's clock
 	// only roughly; but a batch longer than a second would hold up the
 	// fleet's other processes, and be lost if this one stopped.
-	padGrowth = 19
+	padGrowth = 49
 	maxGrowth = time.Second
 
 	// A first contact reads the store's clock firstReads times at once,
@@ -181,7 +181,7 @@ const (
 // before those reads are back waits for them. Then a process that knows the
 // store's clock only roughly (a link whose delays vary) asks the store its
 // time now and then (ClockedStore.Now), books batches that span at least
-// 19 pads when it takes the whole rate (up to a second of it), and asks for
+// 49 pads when it takes the whole rate (up to a second of it), and asks for
 // slots at least as far ahead as its answers lately took to come back, so
 // that they do not pass on the way. On a link whose round trips are steady
 // and shorter than an interval, none of this costs anything but the first
