@@ -61,19 +61,20 @@
 // The bound is for slots that start at their places. A process knows the
 // store's now only within a round trip: the store read its clock after the
 // request left and before the answer came. Placed by when the answer
-// arrived (from a plain [Store]), a slot starts late by the answer's way
-// back, and a slow answer moves its batch onto places that bookings with
-// fast answers already hold: three processes sharing 1,000/s with a burst
-// of 5, whose answers took 0 to 90ms to come back, started up to 181
-// attempts in 100ms where the bound is 105. From a [ClockedStore], a
-// process bounds the offset between the two clocks by all its round trips
-// and places each batch at the latest time the bounds allow: no slot starts
-// before its place, and a slot starts late by at most the bounds' width w.
+// arrived, as the first version of this package placed them, a slow answer
+// moved its batch onto places that bookings with fast answers already held:
+// three processes sharing 1,000/s with a burst of 5, whose answers took 0
+// to 90ms to come back, started up to 181 attempts in 100ms where the bound
+// is 105. A process now places the store's now as late as it can have
+// been, so that no slot starts before its place, and knows how much later
+// than its place a slot may start, w: from a plain [Store], the booking's
+// round trip; from a [ClockedStore], the width of the bounds that all its
+// round trips set on the offset between the two clocks (see [Limiter]).
 // Each booking then leaves the schedule free after its batch for
 // pad = max(0, w - T), which the process asks for along with its slots (see
 // [Schedule]). A slot used starts late by at most pad + T, and T more for
-// each slot its batch leaves unused at its end: a batch whose answer
-// widened the bounds past its pad, or some of whose places passed while
+// each slot its batch leaves unused at its end: a batch whose round trip
+// or bounds outgrew its pad, or some of whose places passed while
 // the answer was on its way (a slot that passed by at most T starts at
 // once, one that passed by more goes unused), gives up as many of its last
 // slots as that takes. Within a batch the slots keep their spacing, but for
@@ -87,9 +88,9 @@
 // W*rate + burst + 1, that is at most W*rate + burst when W*rate is whole
 // (as for windows of 100ms and 1s at 200/s or 1,000/s), and rounded up
 // otherwise. That holds whatever the round trips take, on the way out or
-// back. The pads cost the schedule only while the bounds are wider than an
-// interval (a link whose delays vary, or the first round trips): see
-// [Limiter] for how a process keeps them small.
+// back. The pads cost the schedule only while w is wider than an interval
+// (a link whose delays vary, or the first round trips): see [Limiter] for
+// how a process keeps them small.
 //
 // An attempt may also start later than its slot because its process
 // stalled, or its goroutine waited for a CPU. The loop starts an attempt

@@ -157,13 +157,13 @@ const (
 // rate when the schedule is booked ahead (few round trips, none wasted).
 //
 // A booking's Start is its slot's time on this process's clock: the store's
-// now plus the wait it gave, with the store's now taken as the time its
-// answer arrived (from a plain [Store]) or mapped from the store's own clock
-// (from a [ClockedStore]). Each round trip bounds the offset between the
-// two clocks (the store read its clock after the request left and before
-// the answer came), and a batch is placed at the latest time the bounds
-// allow: no slot starts before its place on the store's schedule, and none
-// later than the bounds are wide. Two processes' slots may be late by
+// now plus the wait it gave, with the store's now placed as late as it can
+// have been, so that no slot starts before its place on the store's
+// schedule: when the answer arrived (from a plain [Store]), or mapped from
+// the store's own clock (from a [ClockedStore]), whose offset from the
+// process's each round trip bounds (the store read its clock after the
+// request left and before the answer came). A slot then starts late by at
+// most the round trip, or the bounds' width, and two processes' slots by
 // different amounts, so each booking leaves the schedule free after its
 // batch for that width less an interval (the pad): the next booking's
 // slots, by any process, keep the schedule's pace from this batch's latest
@@ -171,22 +171,23 @@ const (
 // the slots that could start too late: a slot whose place passed while the
 // answer was on its way starts at once if it passed by at most an interval
 // and the pad covers it, and the last slots of a batch go unused if the
-// bounds widened. So from a ClockedStore the fleet keeps the limit whatever
-// the round trips take, on the way out and back.
+// round trip or the bounds outgrew the pad. So the fleet keeps the limit
+// whatever the round trips take, on the way out and back.
 //
-// The pads are schedule no one uses, so a process narrows the bounds
-// before it books: New reads the store's clock four times at once, twice
-// over, in the background (the first reads open the client's connections,
-// whose dials would make the bounds wide), and a first booking that comes
-// before those reads are back waits for them. Then a process that knows the
-// store's clock only roughly (a link whose delays vary) asks the store its
-// time now and then (ClockedStore.Now), books batches that span at least
-// 49 pads when it takes the whole rate (up to a second of it), and asks for
-// slots at least as far ahead as its answers lately took to come back, so
-// that they do not pass on the way. On a link whose round trips are steady
-// and shorter than an interval, none of this costs anything but the first
-// reads. A booking's Slack is the time the rate takes to refill the burst
-// (at least 1ms), as for [retry.RateLimiter].
+// The pads are schedule no one uses, so a process keeps them small: a batch
+// that takes the whole rate spans at least 49 pads (up to a second of it).
+// From a plain Store the pads cover the slowest round trip lately. From a
+// ClockedStore a process narrows the bounds: New reads the store's clock
+// four times at once, twice over, in the background (the first reads open
+// the client's connections, whose dials would make the bounds wide), and a
+// first booking that comes before those reads are back waits for them; a
+// process that knows the store's clock only roughly (a link whose delays
+// vary) asks the store its time now and then (ClockedStore.Now); and a
+// booking asks for slots at least as far ahead as its answers lately took
+// to come back, so that they do not pass on the way. On a link whose round
+// trips are steady and shorter than an interval, none of this costs
+// anything but the first reads. A booking's Slack is the time the rate
+// takes to refill the burst (at least 1ms), as for [retry.RateLimiter].
 //
 // A booking is never earlier than the time asked for, when that is within
 // the burst's tolerance (or one interval) from now; a retry planned later
@@ -732,12 +733,10 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 			}
 		}
 		f.n = max(f.n, min(l.batchCap, waiting))
-		if l.clocked != nil {
-			if f.warm {
-				f.after = max(f.after, l.ahead(time.Now())) // as launch would have, had it known the clock
-			}
-			l.padFor(f, time.Now())
+		if f.warm {
+			f.after = max(f.after, l.ahead(time.Now())) // as launch would have, had it known the clock
 		}
+		l.padFor(f, time.Now())
 		l.mu.Unlock()
 	}
 	sent := time.Now()
@@ -745,14 +744,16 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	var mark, storeNow int64
 	if err != nil {
 		// Not sent.
-	} else if l.clocked != nil {
+	} else {
 		// The pad rides on the interval: the store moves the schedule's
 		// end n intervals on, and this process spaces the slots itself.
 		sc := l.sched
 		sc.Interval += (f.pad + time.Duration(f.n) - 1) / time.Duration(f.n)
-		wait, mark, storeNow, err = l.clocked.BookClocked(call, sc, f.n, f.after)
-	} else {
-		wait, mark, err = l.store.Book(call, l.sched, f.n, f.after)
+		if l.clocked != nil {
+			wait, mark, storeNow, err = l.clocked.BookClocked(call, sc, f.n, f.after)
+		} else {
+			wait, mark, err = l.store.Book(call, sc, f.n, f.after)
+		}
 	}
 	late := ctx.Err() != nil
 	cancel()
@@ -773,14 +774,16 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 		return
 	}
 	l.rtt = max(recv.Sub(sent), l.rtt-l.rtt/8)
-	at, margin := recv, time.Duration(0)
+	// Where the store's now was, on this process's clock, as late as it
+	// can have been, and how much earlier it can have been: from a plain
+	// Store, when the answer came, and the round trip; from a ClockedStore,
+	// the bounds on its clock's offset (see storeClock).
+	at, width := recv, recv.Sub(sent)
 	if l.clocked != nil {
-		var width time.Duration
 		at, width = l.clock.local(sent, recv, storeNow)
-		margin = f.pad + l.sched.Interval - width
 		l.noteLead(recv.Sub(at))
 	}
-	b := l.add(wait, mark, f, at, recv, margin)
+	b := l.add(wait, mark, f, at, recv, f.pad+l.sched.Interval-width)
 	waiters := f.waiters // settle clears them; none if f timed out before
 	l.settle(f, nil, recv)
 	// Waiters served with slots given back while f was under way (see
@@ -814,6 +817,11 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 // maxGrowth.
 func (l *Limiter) padFor(f *flight, now time.Time) {
 	w, ok := l.clock.width(now.Add(min(2*l.rtt+10*time.Millisecond, lateAnswer*l.timeout)))
+	if l.clocked == nil {
+		// A plain Store's now is known only within each round trip:
+		// expect the slowest lately.
+		w, ok = l.rtt, true
+	}
 	if !ok {
 		return
 	}

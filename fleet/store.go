@@ -53,25 +53,25 @@ type Store interface {
 type Schedule struct {
 	// Interval is the emission interval: the time between two slots. A
 	// Limiter may book with a longer one, to leave the schedule free for a
-	// while after a batch (see [ClockedStore]); it then spaces the batch's
-	// slots by 1/rate itself. A store only multiplies it by n.
+	// while after a batch (see [Limiter]); it then spaces the batch's slots
+	// by 1/rate itself. A store only multiplies it by n.
 	Interval time.Duration
 	// Tolerance is how far ahead of the schedule's end a slot may start:
 	// (burst-1) * Interval.
 	Tolerance time.Duration
 }
 
-// ClockedStore is a [Store] that also tells its own clock. A [Limiter] then
-// keeps the limit whatever the round trips take: from a plain Store, it
-// places each batch from when the answer arrived, so a slow answer moves
-// the batch's slots later, onto places that bookings with fast answers
-// already hold, and a fleet whose round trips vary (0 to 90ms, say) starts
-// more than the limit in a short window. From a ClockedStore it places each
-// batch by the store's time, mapped onto the process's clock as well as its
-// round trips so far bound the two clocks' offset, and leaves the schedule
-// free after the batch for as long as that mapping may be late (see
-// [Limiter]); it asks Now to narrow the bounds while they are wide. The
-// stores of retrypg and retryredis are ClockedStores.
+// ClockedStore is a [Store] that also tells its own clock. A [Limiter] keeps
+// the limit whatever the round trips take, from either: each booking leaves
+// the schedule free after its batch for as long as the process's placing of
+// the store's now may be late (see Limiter). From a plain Store the process
+// knows the store's now only within each round trip, so that is as long as
+// the slowest round trip lately, less an interval: nothing on loopback, but
+// on a link whose round trips vary (0 to 90ms, say) 5 to 8% of the rate in
+// pads. From a ClockedStore it bounds the offset between the two
+// clocks by all its round trips, which narrows the pads to what the fastest
+// ways out and back allow; it asks Now to narrow them while they are wide.
+// The stores of retrypg and retryredis are ClockedStores.
 type ClockedStore interface {
 	Store
 
