@@ -51,7 +51,7 @@ func BenchmarkLimiterReserve(b *testing.B) {
 		fleettest.ReportLoad(b)
 	})
 	b.Run("Batched", func(b *testing.B) {
-		s := &counted{Store: &store{pool: pool, name: limitName(b)}}
+		s := &counted{ClockedStore: &store{pool: pool, name: limitName(b)}}
 		lim := must(b)(fleet.New(s, 10_000, 1, nil))
 		for b.Loop() {
 			if _, err := lim.Reserve(b.Context(), time.Now()); err != nil {
@@ -62,7 +62,7 @@ func BenchmarkLimiterReserve(b *testing.B) {
 		fleettest.ReportLoad(b)
 	})
 	b.Run("Paced", func(b *testing.B) {
-		s := &counted{Store: &store{pool: pool, name: limitName(b)}}
+		s := &counted{ClockedStore: &store{pool: pool, name: limitName(b)}}
 		paced(b, must(b)(fleet.New(s, 10_000, 1, nil)))
 		s.report(b)
 	})
@@ -109,15 +109,21 @@ func warmUp(b *testing.B, s *store) {
 	}
 }
 
-// counted is a Store that counts its round trips that booked.
+// counted is the store, a ClockedStore as the Limiter uses it, that counts
+// its round trips that booked.
 type counted struct {
-	fleet.Store
+	fleet.ClockedStore
 	books atomic.Int64
 }
 
 func (c *counted) Book(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, error) {
 	c.books.Add(1)
-	return c.Store.Book(ctx, sc, n, after)
+	return c.ClockedStore.Book(ctx, sc, n, after)
+}
+
+func (c *counted) BookClocked(ctx context.Context, sc fleet.Schedule, n int, after time.Duration) (time.Duration, int64, int64, error) {
+	c.books.Add(1)
+	return c.ClockedStore.BookClocked(ctx, sc, n, after)
 }
 
 // report reports the bookings per round trip, "slots/trip".
