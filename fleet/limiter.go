@@ -252,7 +252,7 @@ type Limiter struct {
 	warming     chan struct{} // closed when New's first contact is over
 	warmErr     error         // why it failed, if it did
 	rtt         time.Duration // the slowest round trip lately, forgotten by an eighth a round trip
-	lead        time.Duration // how long answers take to come back, lately: see launch
+	lead        time.Duration // how long answers take to come back, lately: see ahead
 	probes      int           // clock probes under way
 	probeGap    time.Duration // between probes, while they help
 	probeMisses int           // probes in a row that did not narrow the bounds
@@ -508,7 +508,7 @@ func (l *Limiter) Reserve(ctx context.Context, t time.Time) (retry.Reservation, 
 
 // probe asks a ClockedStore its time, in the background, while this
 // process knows the store's clock too roughly: its bookings then leave pads
-// of the schedule unused (see launch) as wide as the bounds on the clock
+// of the schedule unused (see padFor) as wide as the bounds on the clock
 // are, less an interval, and each round trip can narrow the bounds. It
 // starts probes only while a pad would be more than 1/64 of the horizon,
 // and not while the store is failing.
