@@ -1091,21 +1091,21 @@ func TestLimiterBoundProperty(t *testing.T) {
 // wait; on a steady link slower than an interval, the pads make bookings
 // crowd the schedule, and calls wait for batches instead. Three processes of
 // 20 callers, who want half the rate together, with a burst of 5; the mean
-// wait of a call is logged for each link and rate (see the README's "How it
-// books"), and asserted on the fast link.
+// and the median wait of a call are logged for each link and rate (see the
+// README's "How it books"), and the median asserted on the fast link (the
+// mean moves with the moments when more callers than the burst come
+// together, and wait for the rate, as they should).
 func TestLimiterWaitBelowTheLimit(t *testing.T) {
 	t.Parallel()
 	for _, latency := range []time.Duration{100 * time.Microsecond, 2 * time.Millisecond, 40 * time.Millisecond} {
 		for _, r := range []float64{200, 1000} {
-			var mean time.Duration
+			var waits []time.Duration
 			synctest.Test(t, func(t *testing.T) {
 				defer time.Sleep(2 * time.Second)
 				mem := &memStore{latency: latency}
 				ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
 				defer cancel()
 				var mu sync.Mutex
-				var total time.Duration
-				var calls int
 				var wg sync.WaitGroup
 				every := time.Duration(float64(time.Second) * 60 / (r / 2))
 				for range 3 {
@@ -1119,8 +1119,7 @@ func TestLimiterWaitBelowTheLimit(t *testing.T) {
 									return
 								}
 								mu.Lock()
-								total += time.Since(start)
-								calls++
+								waits = append(waits, time.Since(start))
 								mu.Unlock()
 								time.Sleep(every)
 							}
@@ -1128,11 +1127,17 @@ func TestLimiterWaitBelowTheLimit(t *testing.T) {
 					}
 				}
 				wg.Wait()
-				mean = total / time.Duration(max(calls, 1))
 			})
-			t.Logf("round trips of %v, %v/s: a call waits %v on average", 2*latency, r, mean)
+			require.NotEmpty(t, waits)
+			var total time.Duration
+			for _, w := range waits {
+				total += w
+			}
+			slices.Sort(waits)
+			median := waits[len(waits)/2]
+			t.Logf("round trips of %v, %v/s: a call waits %v on average, %v the median", 2*latency, r, total/time.Duration(len(waits)), median)
 			if latency < time.Millisecond {
-				assert.Less(t, mean, 2*time.Millisecond, "%v/s on a fast link", r)
+				assert.LessOrEqual(t, median, 2*latency, "%v/s on a fast link: a round trip", r)
 			}
 		}
 	}
