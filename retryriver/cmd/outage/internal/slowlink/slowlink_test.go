@@ -91,25 +91,33 @@ func TestDelayEachExchange(t *testing.T) {
 	assert.Greater(t, longest, lo+(hi-lo)/2)
 }
 
+// drawsOf makes n one-byte exchanges through a proxy with opts to an echo
+// server, one after another, and returns the request delays it drew.
+func drawsOf(t *testing.T, opts slowlink.Options, n int) []time.Duration {
+	t.Helper()
+	var rec delays
+	opts.OnDelay = rec.add
+	p, err := slowlink.New(echo(t), opts)
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	buf := make([]byte, 1)
+	for range n {
+		_, err := c.Write([]byte{'x'})
+		require.NoError(t, err)
+		_, err = io.ReadFull(c, buf)
+		require.NoError(t, err)
+	}
+	return rec.all()
+}
+
 // The same seed draws the same delays.
 func TestDelaysFollowTheSeed(t *testing.T) {
 	t.Parallel()
 	run := func(seed uint64) []time.Duration {
-		var rec delays
-		p, err := slowlink.New(echo(t), slowlink.Options{MaxDelay: time.Millisecond, Seed: seed, OnDelay: rec.add})
-		require.NoError(t, err)
-		defer p.Close()
-		c, err := net.Dial("tcp", p.Addr())
-		require.NoError(t, err)
-		defer c.Close()
-		buf := make([]byte, 1)
-		for range 10 {
-			_, err := c.Write([]byte{'x'})
-			require.NoError(t, err)
-			_, err = io.ReadFull(c, buf)
-			require.NoError(t, err)
-		}
-		return rec.all()
+		return drawsOf(t, slowlink.Options{MaxDelay: time.Millisecond, Seed: seed}, 10)
 	}
 	assert.Equal(t, run(7), run(7))
 	assert.NotEqual(t, run(7), run(8))
@@ -213,24 +221,7 @@ func TestDelayReplies(t *testing.T) {
 // draws for seed 7), with reply delays or without.
 func TestRequestDrawsIgnoreReplyDelays(t *testing.T) {
 	t.Parallel()
-	run := func(opts slowlink.Options) []time.Duration {
-		var rec delays
-		opts.OnDelay = rec.add
-		p, err := slowlink.New(echo(t), opts)
-		require.NoError(t, err)
-		defer p.Close()
-		c, err := net.Dial("tcp", p.Addr())
-		require.NoError(t, err)
-		defer c.Close()
-		buf := make([]byte, 1)
-		for range 5 {
-			_, err := c.Write([]byte{'x'})
-			require.NoError(t, err)
-			_, err = io.ReadFull(c, buf)
-			require.NoError(t, err)
-		}
-		return rec.all()
-	}
+	run := func(opts slowlink.Options) []time.Duration { return drawsOf(t, opts, 5) }
 	want := []time.Duration{510758, 261703, 366884, 692638, 809877}
 	assert.Equal(t, want, run(slowlink.Options{MaxDelay: time.Millisecond, Seed: 7}), "requests only")
 	assert.Equal(t, want, run(slowlink.Options{MaxDelay: time.Millisecond, MaxReplyDelay: time.Millisecond, Seed: 7}), "with reply delays")
