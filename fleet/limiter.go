@@ -198,15 +198,17 @@ const (
 // waits end together do not start together above the limit.
 //
 // Cancel gives a slot back to the process, which hands it out again if it
-// has not passed; when it is the last of the process's latest batch and
-// everything after it in the batch is unused, the batch's unused tail goes
-// back to the store too, which takes it back only if no booking came after
-// (see [Store].Refund). Refunds are sent in the background, and the
+// has not passed; when the process's latest batch is that one slot (at low
+// rates, or below the limit), it goes back to the store too, which takes it
+// back only if no booking came after (see [Store].Refund). A slot of a
+// larger batch stays with the process: a refund the store refused would
+// lose the batch's whole unused tail. Refunds are sent in the background, and the
 // process's next round trip waits for them: were it to reach the store
 // first, the store would refuse the refund and the slot would be lost. A
 // slot given back while a round trip is under way stays with the process
 // instead, for the same reason; that round trip's waiters take it, and the
-// slots it booked that they no longer need go back to the store.
+// slot it booked, if it booked one and they no longer need it, goes back to
+// the store.
 //
 // When the store does not answer within Options.Timeout, or fails, the
 // Limiter fails closed (Reserve returns an error that [errors.Is]
@@ -786,21 +788,17 @@ func (l *Limiter) book(ctx context.Context, f *flight, refunded <-chan struct{})
 	b := l.add(wait, mark, f, at, recv, f.pad+l.sched.Interval-width)
 	waiters := f.waiters // settle clears them; none if f timed out before
 	l.settle(f, nil, recv)
-	// Waiters served with slots given back while f was under way (see
-	// release) leave as many of b's slots unneeded: its unused tail goes
-	// back to the store, which takes it, b being the last booking.
-	older := 0
-	for _, w := range waiters {
-		if w.got != nil && w.got.b != b {
-			older++
+	// A waiter served with a slot given back while f was under way (see
+	// release) leaves b's slot unneeded when b is one slot: it goes back to
+	// the store, which takes it if b is still the last booking. A larger
+	// batch keeps its unused slots, as release does, for the same reason.
+	if b.n == 1 && !b.taken[0] && b == l.latest && l.flight == nil {
+		for _, w := range waiters {
+			if w.got != nil && w.got.b != b {
+				l.giveBack(b, 1)
+				break
+			}
 		}
-	}
-	if older > 0 && b == l.latest && l.flight == nil {
-		n := 0
-		for n < min(older, b.n) && !b.taken[b.n-1-n] {
-			n++
-		}
-		l.giveBack(b, n)
 	}
 }
 
@@ -1116,21 +1114,21 @@ func (l *Limiter) release(ref *slotRef, now time.Time) {
 		b.kept = true
 		l.batches = append(l.batches, b)
 	}
-	// Only the last slot of the latest batch goes back to the store (with
-	// the unused ones before it): at low rates, where a batch is one slot,
-	// that saves a slow limit an interval; at high rates the process hands
-	// the slot out again, which costs no round trip. While a booking is
-	// under way the slot stays here: that booking would reach the store
-	// before the refund, which the store would then refuse, so the slot
-	// would be lost; the booking's waiters take it instead (see book).
-	if b != l.latest || i != b.n-1 || now.Before(l.downUntil) || l.flight != nil {
+	// Only a batch of one slot, the latest, goes back to the store: at low
+	// rates, or below the limit, that saves a slow limit an interval. A
+	// slot of a larger batch stays with the process, which hands it out
+	// again when its place comes near, at no round trip; were the batch's
+	// unused tail to go back, a booking by another process since would make
+	// the store refuse it, and the whole tail would be lost: callers whose
+	// deadlines come before their slots (a schedule booked far ahead) give
+	// back slot after slot, and on a slow link the fleet then used a third
+	// of its rate. While a booking is under way the slot stays here too:
+	// that booking would reach the store before the refund, which the store
+	// would then refuse; the booking's waiters take it instead (see book).
+	if b != l.latest || b.n != 1 || now.Before(l.downUntil) || l.flight != nil {
 		return
 	}
-	j := i
-	for j > 0 && !b.taken[j-1] {
-		j--
-	}
-	l.giveBack(b, b.n-j)
+	l.giveBack(b, 1)
 }
 
 // giveBack takes the last n slots of b, which are unused, from the process

@@ -1134,3 +1134,80 @@ func TestLimiterWaitBelowTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// The fleet limiter where it meets the rest of the loop: hedged calls that
+// also retry, with a budget and a deadline, through limiters whose store
+// answers slowly and unevenly (replies 0-60ms). Every attempt, first, retry
+// or hedge, takes a slot, so the fleet keeps its limit; no call outlives its
+// deadline; and a booking whose attempt will not happen (a loser's, one past
+// the deadline) is given back, so the rate the calls leave is used.
+func TestLimiterThroughHedgedRetries(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		defer time.Sleep(2 * time.Second)
+		mem := &memStore{jitter: 60 * time.Millisecond, backOnly: true}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		errBusy := errors.New("busy") // retryable: the default classifier has no opinion
+		var rec starts
+		var mu sync.Mutex
+		var calls, late, failed int
+		var wg sync.WaitGroup
+		for p := range 3 {
+			lim := newLimiter(t, mem, 200, 5, &fleet.Options{Timeout: time.Second})
+			policy := retry.Policy{
+				MaxAttempts: 3,
+				HedgeDelay:  retry.Constant(10 * time.Millisecond),
+				Backoff:     retry.Constant(20 * time.Millisecond),
+				Limiter:     lim,
+				Budget:      retry.NewBudget(0.5, 10),
+			}
+			for g := range 20 {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(p), uint64(g)))
+					for ctx.Err() == nil {
+						call, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+						start := time.Now()
+						err := retry.Do(call, func(ctx context.Context) error {
+							rec.add(time.Now())
+							select {
+							case <-time.After(15 * time.Millisecond):
+							case <-ctx.Done():
+								return ctx.Err()
+							}
+							if rng.IntN(2) == 0 {
+								return errBusy
+							}
+							return nil
+						}, policy)
+						elapsed := time.Since(start)
+						stop()
+						mu.Lock()
+						calls++
+						if elapsed > 300*time.Millisecond {
+							late++
+						}
+						if err != nil {
+							failed++
+						}
+						mu.Unlock()
+						if errors.Is(err, retry.ErrNoTimeLeft) {
+							// The schedule is booked further ahead than the
+							// deadline: the call stopped at once, and a user
+							// would not call again in the same instant.
+							time.Sleep(10 * time.Millisecond)
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		t.Logf("%d calls (%d failed), %d attempts; at most %d in 100ms, %d in 1s",
+			calls, failed, rec.count(), rec.mostWithin(100*time.Millisecond), rec.mostWithin(time.Second))
+		assert.LessOrEqual(t, rec.mostWithin(100*time.Millisecond), 20+5, "first attempts, retries and hedges alike")
+		assert.LessOrEqual(t, rec.mostWithin(time.Second), 200+5)
+		assert.Zero(t, late, "no call outlives its deadline")
+		assert.Greater(t, failed, 0, "some calls fail, so retries happen")
+		assert.GreaterOrEqual(t, rec.count(), 5*200*8/10, "the rate is used")
+	})
+}
